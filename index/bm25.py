@@ -1,0 +1,128 @@
+"""The tantivy BM25 index over chunks.
+
+Fields: ``title`` (page title and aliases, boosted), ``headings``, ``body`` (stemmed prose),
+``facets`` (tags, symptoms, techniques, ...), ``idents`` (identifiers kept whole) and ``filters``
+(raw ``type:pattern``, ``corpus:kwiki``, ``arch:sm100`` ... terms for exact filtering).
+User text never reaches tantivy's query parser: :func:`build_query` assembles term queries
+from the analyzers' tokens.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import tantivy
+
+from kwiki.ingest.models import Chunk, Page
+
+from .analysis import IDENT, PROSE, ident_tokens, prose_tokens, register
+
+FIELD_BOOSTS = {"title": 3.0, "headings": 1.5, "body": 1.0, "facets": 1.5}
+IDENT_BOOST = 3.0
+
+
+def schema() -> tantivy.Schema:
+    sb = tantivy.SchemaBuilder()
+    sb.add_text_field("chunk_id", stored=True, tokenizer_name="raw")
+    sb.add_integer_field("row", stored=True, indexed=False, fast=False)
+    for name in ("title", "headings", "body", "facets"):
+        sb.add_text_field(name, stored=False, tokenizer_name=PROSE)
+    sb.add_text_field("idents", stored=False, tokenizer_name=IDENT)
+    sb.add_text_field("filters", stored=False, tokenizer_name="raw")
+    return sb.build()
+
+
+def filter_terms(page: Page) -> list[str]:
+    """The exact-match terms a page can be filtered by."""
+    terms = [f"type:{page.type}", f"corpus:{page.corpus}"]
+    if page.confidence:
+        terms.append(f"confidence:{page.confidence}")
+    terms += [f"arch:{a.lower().replace('_', '')}" for a in page.facet("architectures")]
+    terms += [f"tag:{t.lower()}" for f in ("tags", "techniques", "hardware_features", "kernel_types", "symptoms") for t in page.facet(f)]
+    terms += [f"lang:{x.lower()}" for x in page.facet("languages")]
+    return terms
+
+
+def facet_text(page: Page) -> str:
+    values = [v for f in ("tags", "techniques", "hardware_features", "kernel_types", "languages", "symptoms") for v in page.facet(f)]
+    return " ".join(v.replace("-", " ") for v in values)
+
+
+def write(path: Path, pages: dict[str, Page], chunks: list[Chunk]) -> None:
+    """Build a fresh index at ``path`` (the folder must not exist yet)."""
+    path.mkdir(parents=True)
+    index = tantivy.Index(schema(), path=str(path))
+    register(index)
+    writer = index.writer(heap_size=128_000_000, num_threads=1)
+    for row, chunk in enumerate(chunks):
+        page = pages[chunk.page_key]
+        signal_words = " ".join(str(s.get("signal", "")) for s in page.ncu_signals)
+        metric_names = " ".join(
+            str(m) for s in page.ncu_signals if isinstance(s.get("metrics"), dict) for m in s["metrics"].values()
+        )
+        head = " ".join(chunk.heading_path)
+        idents = " ".join(ident_tokens(" ".join((page.title, head, chunk.text, metric_names, " ".join(page.aliases)))))
+        writer.add_document(
+            tantivy.Document(
+                chunk_id=chunk.id,
+                row=row,
+                title=f"{page.title} {' '.join(page.aliases)}",
+                headings=head,
+                body=chunk.text,
+                facets=f"{facet_text(page)} {signal_words.replace('-', ' ')}",
+                idents=idents,
+                filters=filter_terms(page),
+            )
+        )
+    writer.commit()
+    writer.wait_merging_threads()
+
+
+@dataclass
+class BM25Query:
+    """Tokens of a query, each list weighted separately (expansions count less)."""
+
+    terms: list[tuple[str, float]] = field(default_factory=list)  # prose tokens with weight
+    idents: list[tuple[str, float]] = field(default_factory=list)
+    must_filters: list[list[str]] = field(default_factory=list)  # AND of ORs of filter terms
+
+
+class BM25Index:
+    def __init__(self, path: Path) -> None:
+        self.index = tantivy.Index.open(str(path))
+        register(self.index)
+        self.schema = self.index.schema
+        self.searcher = self.index.searcher()
+
+    def build_query(self, q: BM25Query) -> tantivy.Query | None:
+        should: list[tuple[tantivy.Occur, tantivy.Query]] = []
+        for term, weight in q.terms:
+            for name, boost in FIELD_BOOSTS.items():
+                tq = tantivy.Query.term_query(self.schema, name, term)
+                should.append((tantivy.Occur.Should, tantivy.Query.boost_query(tq, boost * weight)))
+        for term, weight in q.idents:
+            tq = tantivy.Query.term_query(self.schema, "idents", term)
+            should.append((tantivy.Occur.Should, tantivy.Query.boost_query(tq, IDENT_BOOST * weight)))
+        if not should:
+            return None
+        clauses = [(tantivy.Occur.Must, tantivy.Query.boolean_query(should))]
+        for alternatives in q.must_filters:
+            ors = [(tantivy.Occur.Should, tantivy.Query.term_query(self.schema, "filters", t)) for t in alternatives]
+            clauses.append((tantivy.Occur.Must, tantivy.Query.boolean_query(ors)))
+        return tantivy.Query.boolean_query(clauses)
+
+    def search(self, q: BM25Query, limit: int) -> list[tuple[int, float]]:
+        """(chunk row, score) best first."""
+        query = self.build_query(q)
+        if query is None:
+            return []
+        hits = self.searcher.search(query, limit).hits
+        return [(self.searcher.doc(addr)["row"][0], score) for score, addr in hits]
+
+
+def query_tokens(text: str) -> tuple[list[str], list[str]]:
+    """(prose tokens without stopwords, identifier tokens) of user text, deduplicated in order."""
+    prose = list(dict.fromkeys(prose_tokens(text, drop_stopwords=True)))
+    idents = list(dict.fromkeys(ident_tokens(text)))
+    return prose[:64], idents[:32]

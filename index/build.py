@@ -1,0 +1,215 @@
+"""Build an index atomically: every build goes to a new folder, switched in by renaming a link.
+
+A build killed at any point leaves ``current`` pointing at the previous build; a lock file
+stops two builds from running at once::
+
+    >>> from kwiki.index.build import build_index
+    >>> result = build_index(Path(".kwiki/index"), [corpus_root("corpus")])   # doctest: +SKIP
+    >>> result.manifest.counts["pages"]                                       # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from kwiki import __version__
+from kwiki.errors import BuildLocked
+from kwiki.ingest.chunking import CHUNKER_VERSION
+from kwiki.ingest.corpus import CorpusRoot, IngestResult, read_corpora
+from kwiki.ingest.models import IngestReport
+
+from . import bm25, vectors
+from .manifest import Manifest
+
+CURRENT = "current"
+BUILDS = "builds"
+KEEP_BUILDS = 3
+
+#: Progress callback: (stage, done, total).
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass
+class BuildResult:
+    path: Path
+    manifest: Manifest
+    report: IngestReport
+
+
+class BuildLock:
+    """An exclusive ``flock`` on ``<index_dir>/.build.lock``; the kernel drops it if the process dies."""
+
+    def __init__(self, index_dir: Path) -> None:
+        self.path = index_dir / ".build.lock"
+        self.fd: int | None = None
+
+    def __enter__(self) -> "BuildLock":
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise BuildLocked(
+                f"another build of {self.path.parent} is running (pid {holder})",
+                hint="wait for it to finish; the lock is released when that process exits",
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        self.fd = fd
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.fd is not None:
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+            os.close(self.fd)
+            self.fd = None
+
+
+def current_build(index_dir: Path) -> Path:
+    """The folder that ``current`` points at (it may not exist yet)."""
+    link = index_dir / CURRENT
+    return (index_dir / os.readlink(link)) if link.is_symlink() else link
+
+
+def corpus_hash(result: IngestResult) -> str:
+    h = hashlib.sha256()
+    for p in sorted(result.pages, key=lambda p: (p.corpus, p.path)):
+        h.update(f"{p.corpus}\0{p.path}\0{p.provenance.sha256}\n".encode())
+    for a in sorted(result.artifacts, key=lambda a: a.id):
+        h.update(f"{a.id}\0{json.dumps(a.meta, sort_keys=True, default=str)}\n".encode())
+    for name, voc in sorted(result.vocab.items()):
+        h.update(json.dumps([name, sorted(voc.aliases.items())], default=str).encode())
+    return h.hexdigest()
+
+
+def embed_text(title: str, heading_path: list[str], text: str) -> str:
+    """What the model sees for a chunk: the page title and heading path give it context."""
+    head = " > ".join(heading_path)
+    return f"{title}. {head}\n{text}" if head else f"{title}\n{text}"
+
+
+def _switch(index_dir: Path, build_name: str) -> None:
+    tmp_link = index_dir / f".{CURRENT}.{uuid.uuid4().hex}"
+    os.symlink(Path(BUILDS) / build_name, tmp_link)
+    os.replace(tmp_link, index_dir / CURRENT)  # atomic on POSIX
+
+
+def _collect_garbage(index_dir: Path, keep: str) -> None:
+    builds = index_dir / BUILDS
+    finished = sorted((p for p in builds.iterdir() if p.is_dir() and not p.name.endswith(".partial")), key=lambda p: p.name)
+    for old in finished[:-KEEP_BUILDS]:
+        if old.name != keep:
+            shutil.rmtree(old, ignore_errors=True)
+    for partial in builds.glob("*.partial"):  # left by a killed build; we hold the lock, so none is live
+        shutil.rmtree(partial, ignore_errors=True)
+
+
+def build_index(
+    index_dir: Path,
+    roots: list[CorpusRoot],
+    *,
+    embedder: vectors.Embedder | None = None,
+    threads: int = 2,
+    max_page_bytes: int = 8 * 1024 * 1024,
+    progress: Progress | None = None,
+    cache_dir: Path | None = None,
+) -> BuildResult:
+    """Ingest ``roots`` and build a new index under ``index_dir``, then switch ``current`` to it."""
+    started = time.monotonic()
+    index_dir = Path(index_dir)
+    with BuildLock(index_dir):
+        (index_dir / BUILDS).mkdir(parents=True, exist_ok=True)
+        _collect_garbage(index_dir, keep=current_build(index_dir).name)
+        result = read_corpora(
+            roots, max_page_bytes=max_page_bytes, progress=(lambda d, t: progress("read", d, t)) if progress else None
+        )
+        pages = {p.key: p for p in result.pages}
+        chunks = result.chunks
+        stamp = _dt.datetime.now(_dt.timezone.utc)
+        build_id = f"{stamp:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
+        tmp = index_dir / BUILDS / f"{build_id}.partial"
+        tmp.mkdir()
+
+        bm25.write(tmp / "bm25", pages, chunks)
+
+        cache = vectors.EmbeddingCache(Path(cache_dir) if cache_dir else index_dir / "cache")
+        hashes = [c.content_hash for c in chunks]
+        missing = set(cache.missing(hashes))
+        todo = [c for c in chunks if c.content_hash in missing]
+        todo = list({c.content_hash: c for c in todo}.values())
+        if todo:
+            embedder = embedder or vectors.Embedder(threads=threads)
+            done = 0
+
+            def tick(n: int) -> None:
+                nonlocal done
+                done += n
+                if progress:
+                    progress("embed", done, len(todo))
+
+            texts = [embed_text(pages[c.page_key].title, c.heading_path, c.text) for c in todo]
+            cache.add([c.content_hash for c in todo], embedder.encode(texts, progress=tick))
+            cache.save()
+        matrix = cache.get(hashes)
+        rows = [
+            {
+                "chunk_id": c.id,
+                "page_key": c.page_key,
+                "corpus": c.corpus,
+                "path": c.provenance.path,
+                "heading": " > ".join(c.heading_path),
+                "line_start": c.line_start,
+                "line_end": c.line_end,
+                "content_hash": c.content_hash,
+            }
+            for c in chunks
+        ]
+        vectors.write_table(tmp / "vectors", rows, matrix)
+
+        with open(tmp / "pages.jsonl", "w", encoding="utf-8") as fh:
+            for p in result.pages:
+                fh.write(p.model_dump_json() + "\n")
+        with open(tmp / "chunks.jsonl", "w", encoding="utf-8") as fh:
+            for c in chunks:
+                fh.write(c.model_dump_json(exclude={"provenance"}) + "\n")
+        (tmp / "artifacts.json").write_text(json.dumps([a.model_dump() for a in result.artifacts], default=str))
+        (tmp / "vocab.json").write_text(
+            json.dumps({n: {"aliases": v.aliases, "tags": {k: sorted(s) for k, s in v.tags.items()}} for n, v in result.vocab.items()})
+        )
+        (tmp / "report.json").write_text(result.report.model_dump_json(indent=2))
+        manifest = Manifest(
+            kwiki_version=__version__,
+            model=vectors.MODEL_NAME,
+            model_dim=vectors.DIM,
+            chunker_version=CHUNKER_VERSION,
+            corpus_hash=corpus_hash(result),
+            corpora=result.report.corpora,
+            counts={"pages": len(result.pages), "chunks": len(chunks), "artifacts": len(result.artifacts),
+                    "skipped": len(result.report.skipped), "duplicates": len(result.report.duplicates)},
+            pages_by_type=result.report.pages_by_type,
+            embedded=len(todo),
+            build_seconds=round(time.monotonic() - started, 2),
+            created_at=stamp.isoformat(timespec="seconds"),
+            build_id=build_id,
+        )
+        manifest.write(tmp)
+        for f in tmp.rglob("*"):  # make the build durable before it becomes visible
+            if f.is_file():
+                with open(f, "rb") as fh:
+                    os.fsync(fh.fileno())
+        final = index_dir / BUILDS / build_id
+        os.rename(tmp, final)
+        _switch(index_dir, build_id)
+        return BuildResult(path=final, manifest=manifest, report=result.report)

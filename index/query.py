@@ -1,0 +1,147 @@
+"""From user text to a query plan: tokens, alias expansion, filters.
+
+Aliases expand both ways: a variant in the query adds its canonical term and the other
+variants; the canonical term adds its variants. Multi-word aliases match as phrases::
+
+    >>> table = AliasTable.from_groups({"tmem": ["tensor memory", "TMEM"]})
+    >>> [g.canonical for g in table.match("how big is tensor memory")]
+    ['tmem']
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from kwiki.errors import BadRequest, QueryTooLong
+
+from .analysis import ident_tokens, prose_tokens
+from .bm25 import BM25Query, query_tokens
+
+_NORM = re.compile(r"[^a-z0-9]+")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+MAX_PHRASE = 6
+EXPANSION_WEIGHT = 0.5
+
+
+def norm_phrase(text: str) -> str:
+    return _NORM.sub(" ", text.lower()).strip()
+
+
+@dataclass
+class AliasGroup:
+    canonical: str
+    variants: list[str]
+
+    def phrases(self) -> list[str]:
+        return [self.canonical, *self.variants]
+
+
+@dataclass
+class AliasTable:
+    groups: list[AliasGroup] = field(default_factory=list)
+    index: dict[str, list[int]] = field(default_factory=dict)  # normalized phrase -> group ids
+
+    @classmethod
+    def from_groups(cls, mapping: dict[str, list[str]]) -> "AliasTable":
+        table = cls()
+        for canonical, variants in mapping.items():
+            table.add(canonical, variants)
+        return table
+
+    def add(self, canonical: str, variants: list[str]) -> None:
+        gid = len(self.groups)
+        self.groups.append(AliasGroup(canonical, list(variants)))
+        for phrase in (canonical, *variants):
+            key = norm_phrase(str(phrase))
+            if key and gid not in self.index.setdefault(key, []):
+                self.index[key].append(gid)
+
+    def match(self, text: str) -> list[AliasGroup]:
+        words = norm_phrase(text).split()
+        found: list[int] = []
+        for n in range(min(MAX_PHRASE, len(words)), 0, -1):
+            for i in range(len(words) - n + 1):
+                for gid in self.index.get(" ".join(words[i : i + n]), []):
+                    if gid not in found:
+                        found.append(gid)
+        return [self.groups[g] for g in found]
+
+    def canonical_of(self, value: str, candidates: set[str]) -> str | None:
+        """The canonical term among ``candidates`` that ``value`` is an alias of (B200 -> sm100)."""
+        key = norm_phrase(value)
+        for gid in self.index.get(key, []):
+            if self.groups[gid].canonical in candidates:
+                return self.groups[gid].canonical
+        return None
+
+
+@dataclass
+class Filters:
+    type: list[str] = field(default_factory=list)
+    tag: list[str] = field(default_factory=list)
+    architecture: list[str] = field(default_factory=list)
+    language: list[str] = field(default_factory=list)
+    confidence: list[str] = field(default_factory=list)
+    corpus: list[str] = field(default_factory=list)
+
+    def key(self) -> tuple:
+        return tuple(tuple(sorted(getattr(self, f))) for f in ("type", "tag", "architecture", "language", "confidence", "corpus"))
+
+    def empty(self) -> bool:
+        return not any(self.key())
+
+
+@dataclass
+class QueryPlan:
+    text: str
+    prose: list[str]
+    idents: list[str]
+    aliases: list[str]  # canonical terms of matched alias groups
+    bm25: BM25Query
+    filters: Filters
+
+
+def clean_query(text: str | None, max_chars: int) -> str:
+    if text is None:
+        raise BadRequest("missing query", hint="pass q=... (GET) or {\"q\": ...} (POST)")
+    text = _CONTROL.sub(" ", text).strip()
+    if not text:
+        raise BadRequest("query is empty", hint="ask something, e.g. q=long scoreboard stalls")
+    if len(text) > max_chars:
+        raise QueryTooLong(
+            f"query is {len(text)} characters, the limit is {max_chars}",
+            hint="shorten the query; paste metric names or the key sentence, not a whole report",
+        )
+    return text
+
+
+def plan_query(text: str, aliases: AliasTable, filters: Filters, use_aliases: bool = True) -> QueryPlan:
+    prose, idents = query_tokens(text)
+    terms = [(t, 1.0) for t in prose]
+    ident_terms = [(t, 1.0) for t in idents]
+    matched: list[str] = []
+    if use_aliases:
+        seen = set(prose) | set(idents)
+        for group in aliases.match(text)[:8]:
+            matched.append(group.canonical)
+            for phrase in group.phrases()[:10]:
+                for tok in prose_tokens(str(phrase).replace("-", " "), drop_stopwords=True):
+                    if tok not in seen:
+                        seen.add(tok)
+                        terms.append((tok, EXPANSION_WEIGHT))
+                for tok in ident_tokens(str(phrase)):
+                    if tok not in seen:
+                        seen.add(tok)
+                        ident_terms.append((tok, EXPANSION_WEIGHT))
+    if not terms and not ident_terms:
+        # Only punctuation or stopwords: fall back to every word so "how to" still finds something.
+        terms = [(t, 1.0) for t in dict.fromkeys(prose_tokens(text))][:32]
+    query = BM25Query(terms=terms[:96], idents=ident_terms[:48])
+    for fname, prefix in (("type", "type"), ("corpus", "corpus"), ("confidence", "confidence"), ("tag", "tag"), ("language", "lang")):
+        values = getattr(filters, fname)
+        if values:
+            query.must_filters.append([f"{prefix}:{v}" for v in values])
+    if filters.architecture:
+        query.must_filters.append([f"arch:{v}" for v in filters.architecture])
+    return QueryPlan(text=text, prose=prose, idents=idents, aliases=matched, bm25=query, filters=filters)

@@ -1,0 +1,70 @@
+"""Response models shared by the CLI (``--json``), HTTP and MCP surfaces."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+
+class SourceRef(BaseModel):
+    id: str
+    title: str | None = None
+    url: str | None = None
+    type: str | None = None
+    resolved: bool = False
+
+
+class Why(BaseModel):
+    bm25_rank: int | None = None
+    vector_rank: int | None = None
+    aliases: list[str] = Field(default_factory=list)
+    signals: list[str] = Field(default_factory=list)
+    type_prior: float = 1.0
+    matched_terms: list[str] = Field(default_factory=list)
+
+
+class Hit(BaseModel):
+    id: str  # the page key: use it with GET /pages/{id}
+    page_id: str
+    title: str
+    type: str
+    corpus: str
+    path: str
+    score: float
+    confidence: str | None = None
+    reproducibility: str | None = None
+    snippet: str
+    heading_path: list[str] = Field(default_factory=list)
+    lines: tuple[int, int] | None = None
+    sources: list[SourceRef] = Field(default_factory=list)
+    why: Why = Field(default_factory=Why)
+
+
+class SearchResponse(BaseModel):
+    query: str
+    k: int
+    filters: dict[str, list[str]] = Field(default_factory=dict)
+    hits: list[Hit]
+    signals: list[dict[str, Any]] = Field(default_factory=list)  # NCU vocabulary recognized in the query
+    took_ms: float = 0.0
+    index: dict[str, Any] = Field(default_factory=dict)
+
+
+class PageResponse(BaseModel):
+    id: str
+    page_id: str
+    title: str
+    type: str
+    corpus: str
+    path: str
+    confidence: str | None = None
+    reproducibility: str | None = None
+    url: str | None = None
+    facets: dict[str, list[str]] = Field(default_factory=dict)
+    frontmatter: dict[str, Any] = Field(default_factory=dict)
+    body: str
+    sources: list[SourceRef] = Field(default_factory=list)
+    related: list[SourceRef] = Field(default_factory=list)
+    artifacts: list[dict[str, Any]] = Field(default_factory=list)
+    provenance: dict[str, Any] = Field(default_factory=dict)

@@ -1,0 +1,336 @@
+"""Hybrid search over a built index: BM25 + vectors, fused, rolled up to pages.
+
+    >>> s = Searcher.open(Path(".kwiki/index"))                       # doctest: +SKIP
+    >>> s.search("only 8 of my 132 SMs are busy at the end").hits[0].page_id   # doctest: +SKIP
+    'pattern-tail-effect'
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kwiki.errors import BadRequest, IndexMissing, PageNotFound
+from kwiki.ingest.models import Page
+
+from . import vectors
+from .bm25 import BM25Index
+from .build import current_build
+from .fusion import rollup, rrf
+from .manifest import Manifest, read_manifest
+from .query import AliasTable, Filters, QueryPlan, clean_query, plan_query
+from .results import Hit, PageResponse, SearchResponse, SourceRef, Why
+
+#: Curated pages first: KernelWiki has ~50 PR pages for every wiki page.
+TYPE_PRIOR = {
+    "pattern": 1.0, "technique": 1.0, "hardware": 1.0, "kernel": 1.0, "language": 1.0, "migration": 1.0, "ncu": 1.0,
+    "source-doc": 0.85, "source-paper": 0.85, "source-blog": 0.8, "source-contest": 0.75, "source-pr": 0.6,
+    "experience": 0.7,
+}
+DEFAULT_PRIOR = 0.8
+CANDIDATES = 200
+SIGNAL_BOOST = 0.6  # share of the top score added to pages an NCU signal points to
+_PAGE_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,200}$")
+
+
+@dataclass
+class SearchOptions:
+    """Feature switches; evals turn them off one at a time to show what each is worth."""
+
+    bm25: bool = True
+    vector: bool = True
+    aliases: bool = True
+    type_prior: bool = True
+    ncu_routing: bool = True
+
+
+@dataclass
+class Searcher:
+    path: Path
+    manifest: Manifest
+    pages: dict[str, Page]
+    chunk_ids: list[str]
+    chunk_page: list[str]
+    chunk_rows: list[dict[str, Any]]
+    bm25: BM25Index
+    vindex: vectors.VectorIndex
+    aliases: AliasTable
+    artifacts: dict[str, dict[str, Any]]
+    arch_vocab: set[str]
+    embedder: vectors.Embedder | None = None
+    _page_index: np.ndarray | None = None
+    _mask_cache: OrderedDict = field(default_factory=OrderedDict)
+
+    # ---------------------------------------------------------------- loading
+    @classmethod
+    def open(cls, index_dir: Path, embedder: vectors.Embedder | None = None, threads: int = 2) -> "Searcher":
+        """Open ``<index_dir>/current`` (or ``index_dir`` itself when it is a build folder)."""
+        index_dir = Path(index_dir)
+        build = index_dir if (index_dir / "manifest.json").exists() else current_build(index_dir)
+        if not build.exists():
+            raise IndexMissing(f"no index at {index_dir}", hint="run `kwiki ingest` to build one")
+        build = build.resolve()
+        manifest = read_manifest(build)
+        pages: dict[str, Page] = {}
+        with open(build / "pages.jsonl", encoding="utf-8") as fh:
+            for line in fh:
+                p = Page.model_validate_json(line)
+                pages[p.key] = p
+        rows = []
+        with open(build / "chunks.jsonl", encoding="utf-8") as fh:
+            for line in fh:
+                rows.append(json.loads(line))
+        ids, matrix = vectors.load_matrix(build / "vectors")
+        if ids != [r["id"] for r in rows]:
+            raise IndexMissing(f"index at {build} is inconsistent (vectors vs chunks)", hint="rebuild with `kwiki ingest`")
+        vocab = json.loads((build / "vocab.json").read_text())
+        aliases = AliasTable()
+        arch_vocab: set[str] = set()
+        for corpus_vocab in vocab.values():
+            for canonical, variants in corpus_vocab.get("aliases", {}).items():
+                aliases.add(canonical, variants)
+            arch_vocab |= set(corpus_vocab.get("tags", {}).get("architectures", []))
+        for p in pages.values():
+            if p.aliases:
+                slug = p.id.split("-", 1)[-1].replace("-", " ")
+                aliases.add(slug, p.aliases)
+            arch_vocab |= {a.lower().replace("_", "") for a in p.facet("architectures")}
+        artifacts = {a["id"]: a for a in json.loads((build / "artifacts.json").read_text())}
+        s = cls(
+            path=build, manifest=manifest, pages=pages, chunk_ids=ids, chunk_page=[r["page_key"] for r in rows],
+            chunk_rows=rows, bm25=BM25Index(build / "bm25"), vindex=vectors.VectorIndex(matrix), aliases=aliases,
+            artifacts=artifacts, arch_vocab=arch_vocab, embedder=embedder,
+        )
+        s._threads = threads
+        keys = list(pages)
+        pos = {k: i for i, k in enumerate(keys)}
+        s._page_keys = keys
+        s._page_index = np.array([pos[k] for k in s.chunk_page], dtype=np.int64)
+        return s
+
+    def _embedder(self) -> vectors.Embedder:
+        if self.embedder is None:
+            self.embedder = vectors.Embedder(threads=getattr(self, "_threads", 2))
+        return self.embedder
+
+    # ---------------------------------------------------------------- filters
+    def normalize_filters(self, raw: dict[str, list[str] | str | None]) -> Filters:
+        f = Filters()
+        for name in ("type", "tag", "architecture", "language", "confidence", "corpus"):
+            value = raw.get(name)
+            values = [value] if isinstance(value, str) else list(value or [])
+            values = [str(v).strip() for v in values if str(v).strip()]
+            if len(values) > 20 or any(len(v) > 100 for v in values):
+                raise BadRequest(f"too many or too long values for filter '{name}'", hint="at most 20 values of 100 characters")
+            setattr(f, name, values)
+        known_types = {p.type for p in self.pages.values()}
+        known_corpora = {p.corpus for p in self.pages.values()}
+        for name, known in (("type", known_types), ("corpus", known_corpora)):
+            bad = [v for v in getattr(f, name) if v not in known]
+            if bad:
+                raise BadRequest(f"unknown {name} {bad}", hint=f"one of: {', '.join(sorted(known))}")
+        allowed_conf = {"verified", "source-reported", "inferred", "experimental"}
+        if any(v not in allowed_conf for v in f.confidence):
+            raise BadRequest(f"unknown confidence {f.confidence}", hint=f"one of: {', '.join(sorted(allowed_conf))}")
+        arch: list[str] = []
+        for v in f.architecture:
+            canon = self.aliases.canonical_of(v, self.arch_vocab) or v.lower().replace("_", "").replace(" ", "")
+            variants = sorted(a for a in self.arch_vocab if a == canon or (a.startswith(canon) and a[len(canon):] in ("a", "f")))
+            if not variants:
+                raise BadRequest(f"unknown architecture '{v}'", hint=f"one of: {', '.join(sorted(self.arch_vocab))} or a GPU name such as B200")
+            arch += variants
+        f.architecture = arch
+        f.tag = [t.lower() for t in f.tag]
+        f.language = [t.lower() for t in f.language]
+        return f
+
+    def _mask(self, f: Filters) -> np.ndarray | None:
+        if f.empty():
+            return None
+        key = f.key()
+        if key in self._mask_cache:
+            self._mask_cache.move_to_end(key)
+            return self._mask_cache[key]
+        ok = np.array([self._page_matches(self.pages[k], f) for k in self._page_keys], dtype=bool)
+        mask = ok[self._page_index]
+        self._mask_cache[key] = mask
+        if len(self._mask_cache) > 64:
+            self._mask_cache.popitem(last=False)
+        return mask
+
+    @staticmethod
+    def _page_matches(p: Page, f: Filters) -> bool:
+        if f.type and p.type not in f.type:
+            return False
+        if f.corpus and p.corpus not in f.corpus:
+            return False
+        if f.confidence and p.confidence not in f.confidence:
+            return False
+        if f.architecture and not {a.lower().replace("_", "") for a in p.facet("architectures")} & set(f.architecture):
+            return False
+        if f.language and not {x.lower() for x in p.facet("languages")} & set(f.language):
+            return False
+        if f.tag:
+            tags = {t.lower() for n in ("tags", "techniques", "hardware_features", "kernel_types", "symptoms") for t in p.facet(n)}
+            if not tags & set(f.tag):
+                return False
+        return True
+
+    # ---------------------------------------------------------------- search
+    def search(self, q: str | None, k: int = 10, filters: dict | None = None, options: SearchOptions | None = None,
+               max_chars: int = 2000, max_k: int = 100) -> SearchResponse:
+        started = time.perf_counter()
+        options = options or SearchOptions()
+        text = clean_query(q, max_chars)
+        if not 1 <= int(k) <= max_k:
+            raise BadRequest(f"k={k} is out of range", hint=f"1 <= k <= {max_k}")
+        f = self.normalize_filters(filters or {})
+        plan = plan_query(text, self.aliases, f, use_aliases=options.aliases)
+        signals = self._route(text) if options.ncu_routing else []
+        if signals:
+            for term in signals[0].get("expand", []):
+                plan.bm25.terms.append((term, 0.5))
+        mask = self._mask(f)
+
+        bm25_hits = self.bm25.search(plan.bm25, CANDIDATES) if options.bm25 else []
+        vec_hits: list[tuple[int, float]] = []
+        if options.vector:
+            qvec = self._embedder().encode([text])[0]
+            vec_hits = self.vindex.search(qvec, CANDIDATES, mask)
+        bm25_rank = {row: i for i, (row, _) in enumerate(bm25_hits, 1)}
+        vec_rank = {row: i for i, (row, _) in enumerate(vec_hits, 1)}
+        fused = rrf([[r for r, _ in bm25_hits], [r for r, _ in vec_hits]])
+        page_scores = rollup((self.chunk_page[row], row, s) for row, s in fused.items())
+        best_chunk: dict[str, int] = {}
+        for row, s in sorted(fused.items(), key=lambda x: -x[1]):
+            best_chunk.setdefault(self.chunk_page[row], row)
+        priors = {}
+        for key in page_scores:
+            prior = TYPE_PRIOR.get(self.pages[key].type, DEFAULT_PRIOR) if options.type_prior else 1.0
+            priors[key] = prior
+            page_scores[key] *= prior
+        signal_pages = self._signal_pages(signals, f) if signals else {}
+        if signal_pages:
+            top = max(page_scores.values(), default=1.0 / 61)
+            for key, (weight, sig) in signal_pages.items():
+                page_scores[key] = page_scores.get(key, 0.0) + SIGNAL_BOOST * top * weight
+                priors.setdefault(key, 1.0)
+        ranked = sorted(page_scores.items(), key=lambda x: (-x[1], self.pages[x[0]].path))[: int(k)]
+        hits = []
+        for key, score in ranked:
+            page = self.pages[key]
+            row = best_chunk.get(key)
+            if row is None:  # reached only through an NCU signal: show its first section
+                row = next((i for i, pk in enumerate(self.chunk_page) if pk == key), None)
+            sig = signal_pages.get(key)
+            hits.append(self._hit(page, score, row, plan, bm25_rank, vec_rank, priors.get(key, 1.0),
+                                  [sig[1]] if sig else []))
+        took = (time.perf_counter() - started) * 1000
+        return SearchResponse(
+            query=text, k=int(k),
+            filters={n: getattr(f, n) for n in ("type", "tag", "architecture", "language", "confidence", "corpus") if getattr(f, n)},
+            hits=hits, signals=[{k2: v for k2, v in s.items() if k2 != "expand"} for s in signals], took_ms=round(took, 2),
+            index={"build_id": self.manifest.build_id, "corpus_hash": self.manifest.corpus_hash[:12]},
+        )
+
+    def _route(self, text: str) -> list[dict[str, Any]]:
+        try:
+            from kwiki.profiling.routing import route
+        except ImportError:  # profiling not installed in this build
+            return []
+        return route(text)
+
+    def _signal_pages(self, signals: list[dict[str, Any]], f: Filters) -> dict[str, tuple[float, str]]:
+        """Pages an NCU signal points to: pattern ids (kwiki corpus) or matching symptoms (KernelWiki)."""
+        out: dict[str, tuple[float, str]] = {}
+        for rank, sig in enumerate(signals[:3]):
+            weight = sig.get("confidence", 1.0) * (1.0 if rank == 0 else 0.5)
+            pattern_ids = set(sig.get("patterns", []))
+            symptoms = set(sig.get("symptoms", []))
+            for key, page in self.pages.items():
+                if page.type not in ("pattern", "ncu") or not self._page_matches(page, f):
+                    continue
+                page_signals = {str(s.get("signal")) for s in page.ncu_signals}
+                hit = page.id in pattern_ids or sig["signal"] in page_signals
+                if not hit and page.type == "pattern" and symptoms & set(page.facet("symptoms")):
+                    hit = True
+                if hit:
+                    w = weight * (1.0 if page.type == "pattern" else 0.6)
+                    if w > out.get(key, (0.0, ""))[0]:
+                        out[key] = (w, sig["signal"])
+        return out
+
+    def _hit(self, page: Page, score: float, row: int | None, plan: QueryPlan, bm25_rank: dict, vec_rank: dict,
+             prior: float, signals: list[str]) -> Hit:
+        crow = self.chunk_rows[row] if row is not None else {"text": page.title, "heading_path": [], "line_start": 1, "line_end": 1}
+        return Hit(
+            id=page.key, page_id=page.id, title=page.title, type=page.type, corpus=page.corpus, path=page.path,
+            score=round(float(score), 6), confidence=page.confidence, reproducibility=page.reproducibility,
+            snippet=make_snippet(crow["text"], plan.prose + plan.idents),
+            heading_path=crow.get("heading_path", []), lines=(crow["line_start"], crow["line_end"]),
+            sources=self.resolve(page.sources, page.corpus),
+            why=Why(bm25_rank=bm25_rank.get(row), vector_rank=vec_rank.get(row), aliases=plan.aliases,
+                    signals=signals, type_prior=prior, matched_terms=matched_terms(crow["text"], plan.prose)),
+        )
+
+    # ---------------------------------------------------------------- pages
+    def find_page(self, key: str, corpus: str | None = None) -> Page | None:
+        if corpus and f"{corpus}:{key}" in self.pages:
+            return self.pages[f"{corpus}:{key}"]
+        return self.pages.get(key)
+
+    def resolve(self, ids: list[str], corpus: str) -> list[SourceRef]:
+        out = []
+        for sid in ids:
+            p = self.find_page(sid, corpus)
+            if p is not None:
+                out.append(SourceRef(id=p.key, title=p.title, url=p.url, type=p.type, resolved=True))
+            else:
+                out.append(SourceRef(id=sid, url=sid if sid.startswith(("http://", "https://")) else None))
+        return out
+
+    def page(self, key: str) -> PageResponse:
+        if not _PAGE_KEY.match(key or "") or ".." in key:
+            raise PageNotFound(f"no page '{key[:80]}'", hint="use an id from a search hit, e.g. pattern-tail-effect")
+        page = self.pages.get(key)
+        if page is None:
+            raise PageNotFound(f"no page '{key}'", hint="use an id from a search hit, e.g. pattern-tail-effect")
+        return PageResponse(
+            id=page.key, page_id=page.id, title=page.title, type=page.type, corpus=page.corpus, path=page.path,
+            confidence=page.confidence, reproducibility=page.reproducibility, url=page.url, facets=page.facets,
+            frontmatter=json.loads(json.dumps(page.meta, default=str)), body=page.body,
+            sources=self.resolve(page.sources, page.corpus),
+            related=self.resolve(page.related + [t for t in page.candidate_techniques if t not in page.related], page.corpus),
+            artifacts=[self.artifacts[a] for a in page.artifacts if a in self.artifacts],
+            provenance=page.provenance.model_dump(),
+        )
+
+
+def matched_terms(text: str, terms: list[str]) -> list[str]:
+    low = text.lower()
+    return [t for t in terms if t in low][:12]
+
+
+def make_snippet(text: str, terms: list[str], width: int = 320) -> str:
+    """Up to ``width`` characters around the first matched term, on word boundaries."""
+    flat = " ".join(text.split())
+    if len(flat) <= width:
+        return flat
+    low = flat.lower()
+    positions = [low.find(t) for t in terms if t and low.find(t) >= 0]
+    start = max(0, min(positions) - width // 4) if positions else 0
+    if start > 0:
+        space = flat.find(" ", start)
+        start = space + 1 if 0 <= space < start + 30 else start
+    end = min(len(flat), start + width)
+    cut = flat[start:end]
+    if end < len(flat) and " " in cut[-30:]:
+        cut = cut[: cut.rfind(" ")]
+    return ("… " if start > 0 else "") + cut + (" …" if end < len(flat) else "")

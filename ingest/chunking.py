@@ -1,0 +1,200 @@
+"""Heading- and code-fence-aware chunking with markdown-it-py.
+
+Sections follow headings (a ``#`` inside a code fence is code, not a heading), code
+fences stay whole, HTML comments and images are dropped, and long sections are split
+on block (paragraph, list, table) boundaries so that a chunk fits the embedding
+model's 256 word pieces::
+
+    >>> parts = split_sections("# A\\ntext\\n```\\n# not a heading\\n```\\n", line_offset=1)
+    >>> [(p.heading_path, p.kind) for p in parts]
+    [(['A'], 'prose')]
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from markdown_it import MarkdownIt
+
+CHUNKER_VERSION = "4"
+#: Words per chunk; MiniLM truncates at 256 word pieces and technical prose runs ~1.5 pieces a word.
+MAX_WORDS = 150
+#: A fence longer than this many lines is cut on line boundaries (huge generated dumps).
+MAX_FENCE_LINES = 400
+
+_md = MarkdownIt("commonmark").enable("table")
+_COMMENT = re.compile(r"<!--.*?-->", re.S)
+_IMAGE = re.compile(r"!\[[^\]]*\]\([^)]*\)")
+_WS = re.compile(r"[ \t]+")
+
+
+@dataclass
+class Block:
+    text: str
+    start: int  # 0-based line in the body, inclusive
+    end: int  # exclusive
+    code: bool = False
+
+
+@dataclass
+class Part:
+    """A chunk before it gets ids: heading path, text and 1-based file lines."""
+
+    heading_path: list[str]
+    text: str
+    line_start: int
+    line_end: int
+    kind: str = "prose"
+    blocks: list[Block] = field(default_factory=list)
+
+
+def _clean(text: str) -> str:
+    text = _COMMENT.sub("", text)
+    text = _IMAGE.sub("", text)
+    lines = [_WS.sub(" ", ln).rstrip() for ln in text.split("\n")]
+    return "\n".join(ln for ln in lines).strip()
+
+
+def _words(text: str) -> int:
+    return len(text.split())
+
+
+def _blocks(body: str) -> list[tuple[str, int | None, Block]]:
+    """Top-level blocks as (kind, heading level or None, block)."""
+    lines = body.split("\n")
+    tokens = _md.parse(body)
+    out: list[tuple[str, int | None, Block]] = []
+    i = 0
+    while i < len(tokens):
+        tok = tokens[i]
+        if tok.level != 0 or tok.map is None or tok.type.endswith("_close"):
+            i += 1
+            continue
+        start, end = tok.map
+        if tok.type == "heading_open":
+            title = _clean(tokens[i + 1].content) if i + 1 < len(tokens) else ""
+            out.append(("heading", int(tok.tag[1]), Block(title, start, end)))
+        elif tok.type in ("fence", "code_block"):
+            out.append(("code", None, Block("\n".join(lines[start:end]).strip("\n"), start, end, code=True)))
+        elif tok.type == "html_block":
+            text = _clean(tok.content)
+            if text:
+                out.append(("prose", None, Block(text, start, end)))
+        elif tok.type != "hr":
+            text = _clean("\n".join(lines[start:end]))
+            if text:
+                out.append(("prose", None, Block(text, start, end)))
+        i += 1
+    return out
+
+
+def _split_long(block: Block) -> list[Block]:
+    """Cut one oversized block: fences on line boundaries, prose on lines, then on sentences."""
+    lines = block.text.split("\n")
+    if block.code:
+        if len(lines) <= MAX_FENCE_LINES:
+            return [block]
+        pieces = []
+        for j in range(0, len(lines), MAX_FENCE_LINES):
+            seg = lines[j : j + MAX_FENCE_LINES]
+            pieces.append(Block("\n".join(seg), block.start + j, block.start + j + len(seg), code=True))
+        return pieces
+    if _words(block.text) <= MAX_WORDS:
+        return [block]
+    pieces: list[Block] = []
+    buf: list[str] = []
+    buf_start = block.start
+    for j, line in enumerate(lines):
+        units = [line] if _words(line) <= MAX_WORDS else re.split(r"(?<=[.!?])\s+", line)
+        for unit in units:
+            words = unit.split()
+            while len(words) > MAX_WORDS:  # a single run-on sentence
+                pieces.append(Block(" ".join(words[:MAX_WORDS]), block.start + j, block.start + j + 1))
+                words = words[MAX_WORDS:]
+            unit = " ".join(words) if len(units) > 1 else unit
+            if buf and _words("\n".join(buf)) + len(words) > MAX_WORDS:
+                pieces.append(Block("\n".join(buf), buf_start, block.start + j + 1))
+                buf, buf_start = [], block.start + j
+            if unit.strip():
+                buf.append(unit)
+    if buf:
+        pieces.append(Block("\n".join(buf), buf_start, block.end))
+    return pieces
+
+
+def split_sections(body: str, line_offset: int = 1) -> list[Part]:
+    """Chunk a markdown body; ``line_offset`` is the file line where the body starts."""
+    parts: list[Part] = []
+    path: list[tuple[int, str]] = []
+    current: list[Block] = []
+
+    def flush() -> None:
+        if not current:
+            return
+        heading = [t for _, t in path]
+        buf: list[Block] = []
+        for blk in [p for b in current for p in _split_long(b)]:
+            size = sum(_words(b.text) for b in buf)
+            if buf and (blk.code or buf[-1].code or size + _words(blk.text) > MAX_WORDS):
+                parts.append(_part(heading, buf, line_offset))
+                buf = []
+            buf.append(blk)
+        if buf:
+            parts.append(_part(heading, buf, line_offset))
+        current.clear()
+
+    for kind, level, block in _blocks(body):
+        if kind == "heading":
+            flush()
+            while path and path[-1][0] >= (level or 1):
+                path.pop()
+            path.append((level or 1, block.text))
+        else:
+            current.append(block)
+    flush()
+    return _pack(parts)
+
+
+def _pack(parts: list[Part]) -> list[Part]:
+    """Merge runs of small neighbouring prose sections (PR pages are mostly three-line sections).
+
+    Fewer, fuller chunks embed faster and give the model more context; the merged sections keep
+    their headings inline so BM25 still sees them.
+    """
+    out: list[Part] = []
+    for part in parts:
+        prev = out[-1] if out else None
+        if (
+            prev is not None
+            and prev.kind == "prose"
+            and part.kind == "prose"
+            and _words(prev.text) + _words(part.text) + len(part.heading_path) <= MAX_WORDS
+        ):
+            label = " > ".join(part.heading_path[len(_common(prev.heading_path, part.heading_path)):])
+            prev.text = f"{prev.text}\n\n{label}: {part.text}" if label else f"{prev.text}\n\n{part.text}"
+            prev.heading_path = _common(prev.heading_path, part.heading_path) or prev.heading_path[:1]
+            prev.line_end = part.line_end
+            prev.blocks += part.blocks
+        else:
+            out.append(part)
+    return out
+
+
+def _common(a: list[str], b: list[str]) -> list[str]:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return a[:n]
+
+
+def _part(heading: list[str], blocks: list[Block], line_offset: int) -> Part:
+    kind = "code" if all(b.code for b in blocks) else "prose"
+    return Part(
+        heading_path=list(heading),
+        text="\n\n".join(b.text for b in blocks),
+        line_start=blocks[0].start + line_offset,
+        line_end=blocks[-1].end + line_offset - 1,
+        kind=kind,
+        blocks=blocks,
+    )

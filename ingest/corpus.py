@@ -1,0 +1,369 @@
+"""Read KernelWiki-layout corpora into pages, chunks and artifacts.
+
+Nothing in a corpus stops an ingest: a file that cannot be read or parsed is skipped
+and reported with its reason; a duplicate id is reported and never overwrites::
+
+    >>> from kwiki.ingest.corpus import read_corpora
+    >>> result = read_corpora([CorpusRoot("kwiki", Path("corpus"))])   # doctest: +SKIP
+    >>> result.report.pages_by_type["pattern"]                          # doctest: +SKIP
+    33
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from .chunking import split_sections
+from .frontmatter import FrontmatterError, as_list, parse_yaml, split_frontmatter
+from .models import FACETS, Artifact, Chunk, IngestReport, Page, Problem, Provenance
+
+#: Folder under wiki/ -> page type; sources/<folder> -> "source-<singular>".
+WIKI_TYPES = {
+    "hardware": "hardware",
+    "techniques": "technique",
+    "kernels": "kernel",
+    "patterns": "pattern",
+    "languages": "language",
+    "migration": "migration",
+    "ncu": "ncu",
+}
+_SLUG = re.compile(r"[^a-z0-9]+")
+
+
+@dataclass
+class CorpusRoot:
+    name: str
+    root: Path
+
+
+@dataclass
+class Vocabulary:
+    """A corpus' ``data/tags.yaml`` and ``data/aliases.yaml``."""
+
+    tags: dict[str, set[str]] = field(default_factory=dict)
+    aliases: dict[str, list[str]] = field(default_factory=dict)
+
+
+@dataclass
+class IngestResult:
+    pages: list[Page]
+    chunks: list[Chunk]
+    artifacts: list[Artifact]
+    vocab: dict[str, Vocabulary]
+    report: IngestReport
+
+
+def corpus_root(spec: str | Path) -> CorpusRoot:
+    """``PATH`` or ``NAME=PATH``; the project's own ``corpus/`` is named ``kwiki``."""
+    text = str(spec)
+    if "=" in text and not Path(text).exists():
+        name, _, path = text.partition("=")
+        return CorpusRoot(name.strip(), Path(path).expanduser())
+    path = Path(text).expanduser()
+    resolved = path.resolve()
+    name = "kwiki" if resolved.name == "corpus" and (resolved.parent / "pyproject.toml").exists() else resolved.name
+    return CorpusRoot(name, path)
+
+
+def page_type(rel: Path, meta: dict[str, Any]) -> str:
+    parts = rel.parts
+    if parts[0] == "sources" and len(parts) > 2:
+        folder = parts[1]
+        singular = folder[:-1] if folder.endswith("s") else folder
+        return f"source-{singular}"
+    declared = meta.get("type")
+    if isinstance(declared, str) and declared.strip():
+        return declared.strip()
+    if parts[0] == "wiki" and len(parts) > 2:
+        return WIKI_TYPES.get(parts[1], parts[1].rstrip("s"))
+    return "page"
+
+
+def derived_id(rel: Path) -> str:
+    return _SLUG.sub("-", str(rel.with_suffix("")).lower()).strip("-")
+
+
+def _read_text(path: Path, limit: int) -> str:
+    size = path.stat().st_size
+    if size == 0:
+        raise ValueError("empty file")
+    if size > limit:
+        raise ValueError(f"file is {size / 1e6:.1f} MB, over the {limit / 1e6:.0f} MB page limit")
+    data = path.read_bytes()
+    if b"\x00" in data[:8192]:
+        raise ValueError("binary file (NUL bytes), not markdown")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"not valid UTF-8 (byte {exc.start})") from exc
+
+
+def _walk(root: Path, report: IngestReport, corpus: str) -> list[Path]:
+    """Files under ``sources/``, ``wiki/``, ``artifacts/``; never follows a link out of the root."""
+    real_root = root.resolve()
+    files: list[Path] = []
+    for top in ("sources", "wiki", "artifacts"):
+        base = root / top
+        if not base.is_dir():
+            continue
+        for dirpath, dirnames, filenames in os.walk(base, followlinks=False):
+            dirnames.sort()
+            for d in list(dirnames):
+                if (Path(dirpath) / d).is_symlink():
+                    dirnames.remove(d)
+                    rel = (Path(dirpath) / d).relative_to(root)
+                    report.skipped.append(Problem(corpus=corpus, path=str(rel), reason="symlinked folder not followed"))
+            for name in sorted(filenames):
+                path = Path(dirpath) / name
+                if path.is_symlink():
+                    target = path.resolve()
+                    if not target.is_relative_to(real_root):
+                        rel = path.relative_to(root)
+                        report.skipped.append(
+                            Problem(corpus=corpus, path=str(rel), reason="symlink points outside the corpus root")
+                        )
+                        continue
+                    if not target.is_file():
+                        continue
+                files.append(path)
+    return files
+
+
+def load_vocabulary(root: Path) -> Vocabulary:
+    vocab = Vocabulary()
+    for name, attr in (("tags.yaml", "tags"), ("aliases.yaml", "aliases")):
+        path = root / "data" / name
+        if not path.is_file():
+            continue
+        try:
+            data = parse_yaml(path.read_text(encoding="utf-8")) or {}
+        except (OSError, UnicodeDecodeError, FrontmatterError):
+            continue
+        if not isinstance(data, dict):
+            continue
+        if attr == "tags":
+            vocab.tags = {str(k): set(as_list(v)) for k, v in data.items()}
+        else:
+            vocab.aliases = {str(k): as_list(v) for k, v in data.items()}
+    return vocab
+
+
+def _make_page(meta: dict[str, Any], body: str, body_line: int, rel: Path, corpus: str, sha: str) -> Page:
+    pid = str(meta.get("id") or "").strip() or derived_id(rel)
+    title = meta.get("title")
+    if not title:
+        heading = re.search(r"^#\s+(.+)$", body, re.M)
+        title = heading.group(1).strip() if heading else rel.stem
+    ptype = page_type(rel, meta)
+    facets = {f: as_list(meta.get(f)) for f in FACETS}
+    claims = meta.get("performance_claims")
+    signals = meta.get("ncu_signals")
+    prov = Provenance(
+        corpus=corpus,
+        path=str(rel),
+        sha256=sha,
+        url=str(meta["url"]) if meta.get("url") else None,
+        sources=as_list(meta.get("sources")),
+        confidence=str(meta["confidence"]) if meta.get("confidence") else None,
+        retrieved_at=str(meta.get("retrieved_at") or meta.get("captured_at") or "") or None,
+    )
+    return Page(
+        key=pid,
+        id=pid,
+        type=ptype,
+        title=str(title).strip(),
+        path=str(rel),
+        corpus=corpus,
+        facets=facets,
+        confidence=prov.confidence,
+        reproducibility=str(meta["reproducibility"]) if meta.get("reproducibility") else None,
+        url=prov.url,
+        sources=prov.sources,
+        related=as_list(meta.get("related")),
+        prerequisites=as_list(meta.get("prerequisites")),
+        candidate_techniques=as_list(meta.get("candidate_techniques")),
+        performance_claims=[c for c in claims if isinstance(c, dict)] if isinstance(claims, list) else [],
+        aliases=as_list(meta.get("aliases")),
+        ncu_signals=[s for s in signals if isinstance(s, dict)] if isinstance(signals, list) else [],
+        provenance=prov,
+        meta=meta,
+        body=body,
+        body_line=body_line,
+    )
+
+
+def _meta_text(page: Page) -> str:
+    """A chunk for pages whose body is empty: what the frontmatter says."""
+    bits = [page.title]
+    for key in ("description", "summary", "inclusion_reason"):
+        if isinstance(page.meta.get(key), str):
+            bits.append(page.meta[key])
+    for facet in FACETS:
+        if page.facet(facet):
+            bits.append(f"{facet}: {', '.join(page.facet(facet))}")
+    return "\n".join(bits)
+
+
+def chunk_page(page: Page) -> list[Chunk]:
+    parts = split_sections(page.body, page.body_line)
+    chunks: list[Chunk] = []
+    if not parts:
+        text = _meta_text(page)
+        parts_iter = [([], text, 1, max(page.body_line - 1, 1), "meta")]
+    else:
+        parts_iter = [(p.heading_path, p.text, p.line_start, p.line_end, p.kind) for p in parts]
+    for n, (heading, text, start, end, kind) in enumerate(parts_iter):
+        digest = hashlib.sha256(f"{page.title}\n{' > '.join(heading)}\n{text}".encode()).hexdigest()
+        chunks.append(
+            Chunk(
+                id=f"{page.key}#{n}",
+                page_key=page.key,
+                corpus=page.corpus,
+                heading_path=heading,
+                text=text,
+                line_start=start,
+                line_end=end,
+                kind=kind,
+                content_hash=digest,
+                provenance=page.provenance,
+            )
+        )
+    return chunks
+
+
+def _artifact(path: Path, rel: Path, corpus: str, data: Any) -> Artifact:
+    if not isinstance(data, dict):
+        raise ValueError(f"{path.name} is a {type(data).__name__}, not a mapping")
+    bundle = rel.parent
+    files = [f for f in data.get("files") or [] if isinstance(f, dict)]
+    measures = data.get("measurements")
+    return Artifact(
+        id=f"{corpus}:{bundle}",
+        corpus=corpus,
+        path=str(bundle),
+        kind="provenance" if path.name == "PROVENANCE.yaml" else "manifest",
+        page_ids=as_list(data.get("page_ids")),
+        files=files,
+        asset_mode=str(data["asset_mode"]) if data.get("asset_mode") else None,
+        license=str(data["license"]) if data.get("license") else None,
+        origin_url=str(data["origin_url"]) if data.get("origin_url") else None,
+        measurements=[m for m in measures if isinstance(m, dict)] if isinstance(measures, list) else [],
+        meta=data,
+    )
+
+
+def read_corpora(
+    roots: list[CorpusRoot],
+    max_page_bytes: int = 8 * 1024 * 1024,
+    progress: Callable[[int, int], None] | None = None,
+) -> IngestResult:
+    """Read every root; pages keep their corpus, duplicates get a corpus-qualified key."""
+    report = IngestReport()
+    pages: list[Page] = []
+    artifacts: list[Artifact] = []
+    vocab: dict[str, Vocabulary] = {}
+    by_key: dict[str, Page] = {}
+    seen_in_corpus: dict[tuple[str, str], str] = {}
+    work: list[tuple[CorpusRoot, Path]] = []
+    for croot in roots:
+        if not croot.root.is_dir():
+            report.skipped.append(Problem(corpus=croot.name, path=str(croot.root), reason="corpus root is not a folder"))
+            continue
+        report.corpora[croot.name] = str(croot.root.resolve())
+        vocab[croot.name] = load_vocabulary(croot.root)
+        work += [(croot, p) for p in _walk(croot.root, report, croot.name)]
+
+    for done, (croot, path) in enumerate(work, 1):
+        if progress:
+            progress(done, len(work))
+        rel = path.relative_to(croot.root)
+        name = croot.name
+        try:
+            if path.name in ("PROVENANCE.yaml", "MANIFEST.yaml") and rel.parts[0] == "artifacts":
+                text = _read_text(path, max_page_bytes)
+                artifacts.append(_artifact(path, rel, name, parse_yaml(text)))
+                continue
+            if path.suffix.lower() != ".md" or rel.parts[0] == "artifacts":
+                continue
+            raw = _read_text(path, max_page_bytes)
+            meta, body, body_line = split_frontmatter(raw)
+            sha = hashlib.sha256(raw.encode("utf-8")).hexdigest()
+            page = _make_page(meta, body, body_line, rel, name, sha)
+        except (OSError, ValueError, FrontmatterError, RecursionError) as exc:
+            report.skipped.append(Problem(corpus=name, path=str(rel), reason=str(exc) or type(exc).__name__))
+            continue
+        except Exception as exc:  # noqa: BLE001 - a hostile page must never stop the ingest
+            report.skipped.append(Problem(corpus=name, path=str(rel), reason=f"unreadable page: {exc!r}"[:300]))
+            continue
+        first = seen_in_corpus.get((name, page.id))
+        if first is not None:
+            report.duplicates.append(
+                Problem(corpus=name, path=str(rel), reason=f"duplicate id '{page.id}' (first in {first}); skipped")
+            )
+            continue
+        seen_in_corpus[(name, page.id)] = str(rel)
+        if page.id in by_key:
+            page.key = f"{name}:{page.id}"
+            report.warnings.append(
+                Problem(
+                    corpus=name,
+                    path=str(rel),
+                    reason=f"id '{page.id}' also in corpus '{by_key[page.id].corpus}'; served as '{page.key}'",
+                )
+            )
+        by_key[page.key] = page
+        pages.append(page)
+
+    _link_artifacts(pages, artifacts)
+    chunks = [c for p in pages for c in chunk_page(p)]
+    _vocabulary_report(pages, vocab, report)
+    types = Counter(p.type for p in pages)
+    report.pages_by_type = dict(sorted(types.items()))
+    page_type_of = {p.key: p.type for p in pages}
+    report.chunks_by_type = dict(sorted(Counter(page_type_of[c.page_key] for c in chunks).items()))
+    report.artifacts = len(artifacts)
+    return IngestResult(pages=pages, chunks=chunks, artifacts=artifacts, vocab=vocab, report=report)
+
+
+def _link_artifacts(pages: list[Page], artifacts: list[Artifact]) -> None:
+    """Attach bundles to pages: named in ``page_ids``, or a page's ``artifact_dir``."""
+    by_corpus_id = {(p.corpus, p.id): p for p in pages}
+    by_dir: dict[tuple[str, str], list[Page]] = defaultdict(list)
+    for p in pages:
+        art_dir = p.meta.get("artifact_dir")
+        if isinstance(art_dir, str):
+            by_dir[(p.corpus, art_dir.strip("/").removeprefix("artifacts/"))].append(p)
+    for art in artifacts:
+        targets = [by_corpus_id[(art.corpus, pid)] for pid in art.page_ids if (art.corpus, pid) in by_corpus_id]
+        bundle = art.path.removeprefix("artifacts/")
+        for key, plist in by_dir.items():
+            if key[0] == art.corpus and (bundle == key[1] or bundle.startswith(key[1] + "/")):
+                targets += plist
+        for page in targets:
+            if art.id not in page.artifacts:
+                page.artifacts.append(art.id)
+            if page.id not in art.page_ids:
+                art.page_ids.append(page.id)
+
+
+def _vocabulary_report(pages: list[Page], vocab: dict[str, Vocabulary], report: IngestReport) -> None:
+    unknown: dict[str, set[str]] = defaultdict(set)
+    for p in pages:
+        tags = vocab.get(p.corpus, Vocabulary()).tags
+        if not tags:
+            continue
+        every = set().union(*tags.values())
+        for facet in FACETS:
+            allowed = every if facet == "tags" else tags.get(facet)
+            if allowed is None:
+                continue
+            for value in p.facet(facet):
+                if value not in allowed:
+                    unknown[facet].add(value)
+    report.unknown_vocabulary = {k: sorted(v) for k, v in sorted(unknown.items())}

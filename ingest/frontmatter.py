@@ -1,0 +1,118 @@
+"""Tolerant YAML frontmatter parsing.
+
+KernelWiki pages carry quoted and unquoted dates, flow and block lists, folded
+scalars, titles with colons and fields nobody declared. Parsing keeps all of it,
+turns dates into ISO strings and refuses only what cannot be a page header::
+
+    >>> meta, body, body_line = split_frontmatter("---\\nid: x\\ndate: 2025-01-02\\n---\\n# Hi\\n")
+    >>> meta["date"], body_line
+    ('2025-01-02', 5)
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from typing import Any
+
+import yaml
+
+#: More aliases than this in one header is treated as a YAML bomb.
+MAX_ALIASES = 64
+MAX_DEPTH = 32
+
+
+class FrontmatterError(ValueError):
+    """The header exists but cannot be used; the message says why."""
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader that keeps dates as ISO strings and refuses alias bombs."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._aliases = 0
+
+    def compose_node(self, parent, index):  # type: ignore[override]
+        if self.check_event(yaml.AliasEvent):
+            self._aliases += 1
+            if self._aliases > MAX_ALIASES:
+                raise FrontmatterError(f"more than {MAX_ALIASES} YAML aliases (alias-expansion bomb?)")
+        return super().compose_node(parent, index)
+
+
+def _iso(loader: yaml.SafeLoader, node: yaml.Node) -> str:
+    value = yaml.SafeLoader.construct_yaml_timestamp(loader, node)
+    return value.isoformat() if isinstance(value, (_dt.date, _dt.datetime)) else str(value)
+
+
+_Loader.add_constructor("tag:yaml.org,2002:timestamp", _iso)
+
+
+def _depth(value: Any, level: int = 0) -> int:
+    if level > MAX_DEPTH:
+        return level
+    if isinstance(value, dict):
+        return max((_depth(v, level + 1) for v in value.values()), default=level)
+    if isinstance(value, list):
+        return max((_depth(v, level + 1) for v in value), default=level)
+    return level
+
+
+def parse_yaml(text: str) -> Any:
+    """Parse YAML with the guarded loader (also used for ``data/*.yaml`` and PROVENANCE files)."""
+    try:
+        return yaml.load(text, Loader=_Loader)  # noqa: S506 - _Loader is a SafeLoader
+    except FrontmatterError:
+        raise
+    except RecursionError as exc:
+        raise FrontmatterError("YAML nested too deeply") from exc
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise FrontmatterError(f"malformed YAML{where}: {problem}") from exc
+
+
+def split_frontmatter(text: str) -> tuple[dict[str, Any], str, int]:
+    """Split a page into (frontmatter mapping, body, 1-based line where the body starts).
+
+    A page without a ``---`` header gets an empty mapping. Raises :class:`FrontmatterError`
+    when the header is malformed, is not a mapping, or is a bomb.
+    """
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    lines = text.split("\n")
+    if not lines or lines[0].strip() != "---":
+        return {}, text, 1
+    for i in range(1, len(lines)):
+        if lines[i].strip() in ("---", "..."):
+            header = "\n".join(lines[1:i])
+            body = "\n".join(lines[i + 1 :])
+            meta = parse_yaml(header) if header.strip() else {}
+            if meta is None:
+                meta = {}
+            if not isinstance(meta, dict):
+                raise FrontmatterError(f"frontmatter is a {type(meta).__name__}, not a mapping of fields")
+            if _depth(meta) > MAX_DEPTH:
+                raise FrontmatterError(f"frontmatter nested deeper than {MAX_DEPTH} levels")
+            return {str(k): v for k, v in meta.items()}, body, i + 2
+    raise FrontmatterError("frontmatter opened with '---' but never closed")
+
+
+def as_list(value: Any) -> list[str]:
+    """Normalize a facet value: ``None`` -> [], ``"a, b"`` -> ["a", "b"], [1, "x"] -> ["1", "x"]."""
+    if value is None or value == "":
+        return []
+    if isinstance(value, str):
+        parts = [p.strip() for p in value.split(",")] if "," in value else [value.strip()]
+        return [p for p in parts if p]
+    if isinstance(value, (list, tuple, set)):
+        out: list[str] = []
+        for item in value:
+            if item is None:
+                continue
+            if isinstance(item, (dict, list)):
+                continue
+            out.append(str(item).strip())
+        return [o for o in out if o]
+    return [str(value)]

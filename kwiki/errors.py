@@ -1,0 +1,76 @@
+"""kwiki's errors: each class carries an HTTP status and a stable code.
+
+The service maps every :class:`KwikiError` to a JSON body in one handler
+(``{"error": {"code": ..., "message": ..., "hint": ...}}``); the CLI prints
+the message and hint and exits non-zero.
+"""
+
+from __future__ import annotations
+
+
+class KwikiError(Exception):
+    """Base class: ``status`` is the HTTP status, ``code`` a stable machine-readable id."""
+
+    status: int = 500
+    code: str = "internal"
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def to_dict(self) -> dict:
+        body = {"code": self.code, "message": self.message}
+        if self.hint:
+            body["hint"] = self.hint
+        return {"error": body}
+
+
+class BadRequest(KwikiError):
+    status, code = 400, "bad_request"
+
+
+class QueryTooLong(BadRequest):
+    code = "query_too_long"
+
+
+class BadInput(BadRequest):
+    """An upload or file that kwiki cannot read (not an NCU export, truncated, ...)."""
+
+    code = "bad_input"
+
+
+class Unauthorized(KwikiError):
+    status, code = 401, "unauthorized"
+
+
+class Forbidden(KwikiError):
+    status, code = 403, "forbidden"
+
+
+class NotFound(KwikiError):
+    status, code = 404, "not_found"
+
+
+class PageNotFound(NotFound):
+    code = "page_not_found"
+
+
+class PayloadTooLarge(KwikiError):
+    status, code = 413, "payload_too_large"
+
+
+class BuildLocked(KwikiError):
+    status, code = 409, "build_locked"
+
+
+class IndexMissing(KwikiError):
+    status, code = 503, "no_index"
+
+
+class IndexIncompatible(KwikiError):
+    status, code = 503, "index_incompatible"
+
+
+class Unavailable(KwikiError):
+    status, code = 503, "unavailable"

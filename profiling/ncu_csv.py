@@ -1,0 +1,349 @@
+"""Parse Nsight Compute exports into one :class:`LaunchProfile` per profiled kernel launch.
+
+Accepted inputs (see :func:`parse_bytes`):
+
+* ``ncu --import X.ncu-rep --page raw --csv``: a header of metric names, a units row, one row per launch;
+* ``ncu --import X.ncu-rep --page details --csv`` and plain ``ncu --csv``: long format, one row per
+  section metric (``Section Name``, ``Metric Name``, ``Metric Unit``, ``Metric Value``) plus rule rows
+  (``Rule Name``, ``Rule Type``, ``Rule Description``, ``Estimated Speedup Type``, ``Estimated Speedup``);
+* a JSON object ``{metric name: value}`` (or ``{"metrics": {...}, "kernel": ...}``, or a list of those);
+* a ``.ncu-rep`` file when the ``ncu_report`` module is importable (optionally gzip-compressed).
+
+Values are normalized: time to nanoseconds, sizes to bytes, rates to per second, frequencies to Hz;
+percentages stay 0-100; thousands separators ("65,536") are removed; "n/a", "no data", "nan" are dropped.
+
+    >>> from kwiki.profiling.ncu_csv import parse_bytes
+    >>> res = parse_bytes(open("tests/data/ncu/coalescing-bad.raw.csv", "rb").read(), "x.raw.csv")  # doctest: +SKIP
+    >>> res.profiles[0].metrics["duration"]                                                          # doctest: +SKIP
+    135168.0
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import math
+import re
+from typing import Any, Iterable, Literal
+
+from pydantic import BaseModel, Field
+
+from kwiki.errors import BadInput
+
+from .catalog import Catalog, load_catalog
+from .inputs import parse_number, unit_factor
+
+MAX_BYTES = 64 * 1024 * 1024
+EXPORT_HINT = "export CSV with `ncu --import X.ncu-rep --page raw --csv > X.csv` (or --page details) and upload that"
+_ID_COLS = ("ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Context", "Stream",
+            "Block Size", "Grid Size", "Device", "CC", "Kernel Time")
+
+csv.field_size_limit(16 * 1024 * 1024)
+
+
+class RuleResult(BaseModel):
+    """One rule row of the details page ("TailEffect", "CPIStall", ...)."""
+
+    section: str = ""
+    name: str
+    type: str = ""
+    description: str = ""
+    speedup_type: str = ""
+    speedup: float | None = None
+
+
+class LaunchProfile(BaseModel):
+    """Metrics of one kernel launch, keyed by canonical catalog id."""
+
+    kernel: str = "kernel"
+    launch_id: str = "0"
+    device: str = ""
+    cc: str = ""
+    grid: str = ""
+    block: str = ""
+    metrics: dict[str, float] = Field(default_factory=dict)
+    names: dict[str, str] = Field(default_factory=dict, description="canonical id -> name it was read from")
+    rules: list[RuleResult] = Field(default_factory=list)
+    unknown: list[str] = Field(default_factory=list, description="metric names not in the catalog (first 50)")
+    unknown_count: int = 0
+
+    @property
+    def name(self) -> str:
+        return f"{self.kernel} (launch {self.launch_id})"
+
+
+class ParseResult(BaseModel):
+    format: Literal["raw", "details", "json", "ncu-rep"]
+    profiles: list[LaunchProfile]
+    warnings: list[str] = Field(default_factory=list)
+
+
+# ------------------------------------------------------------------ entry point
+def parse_bytes(data: bytes, filename: str = "", catalog: Catalog | None = None, max_bytes: int = MAX_BYTES) -> ParseResult:
+    """Parse an upload; raises :class:`BadInput` for anything that is not a usable ncu export."""
+    if not isinstance(data, (bytes, bytearray)):
+        raise BadInput("expected the file's bytes")
+    if len(data) > max_bytes:
+        raise BadInput(f"file is {len(data)} bytes, over the {max_bytes}-byte limit", hint="profile fewer launches (-c 1) or export --page raw")
+    cat = catalog or load_catalog()
+    name = (filename or "").lower()
+    if data[:2] == b"\x1f\x8b":
+        try:
+            with gzip.GzipFile(fileobj=io.BytesIO(bytes(data))) as gz:
+                data = gz.read(max_bytes + 1)
+        except (OSError, EOFError, gzip.BadGzipFile) as exc:
+            raise BadInput(f"corrupt gzip file: {exc}") from None
+        if len(data) > max_bytes:
+            raise BadInput("decompressed file is over the size limit")
+        name = name.removesuffix(".gz")
+    if name.endswith(".ncu-rep") or data[:8].startswith(b"NVIDIA") or (b"\x00" in data[:4096] and not data.lstrip().startswith((b"{", b"["))):
+        return _parse_report(bytes(data), cat)
+    text = bytes(data).decode("utf-8-sig", errors="replace")
+    if "\x00" in text:
+        raise BadInput("binary file: not an Nsight Compute CSV or JSON export", hint=EXPORT_HINT)
+    stripped = text.lstrip()
+    if not stripped:
+        raise BadInput("empty file", hint=EXPORT_HINT)
+    if stripped[0] in "{[":
+        return parse_json_text(stripped, cat)
+    return parse_csv_text(text, cat)
+
+
+# ------------------------------------------------------------------ CSV
+def _find_header(lines: list[str]) -> int:
+    for i, line in enumerate(lines[:500]):
+        s = line.lstrip("\ufeff").strip()
+        if s.startswith('"ID"') or s.startswith("ID,"):
+            return i
+    return -1
+
+
+def parse_csv_text(text: str, catalog: Catalog | None = None) -> ParseResult:
+    """Parse raw-page or details-page CSV text (leading ``==PROF==`` or program output is skipped)."""
+    cat = catalog or load_catalog()
+    lines = text.splitlines()
+    start = _find_header(lines)
+    if start < 0:
+        raise BadInput("not an Nsight Compute CSV export: no header row starting with \"ID\"", hint=EXPORT_HINT)
+    try:
+        rows = [r for r in csv.reader(lines[start:]) if r]
+    except csv.Error as exc:
+        raise BadInput(f"malformed CSV: {exc}", hint=EXPORT_HINT) from None
+    header = [h.strip() for h in rows[0]]
+    if "Metric Name" in header and "Metric Value" in header:
+        return _parse_details(header, rows[1:], cat)
+    if sum("__" in h for h in header) == 0:
+        raise BadInput("CSV has an ID column but no Nsight Compute metric columns", hint=EXPORT_HINT)
+    return _parse_raw(header, rows[1:], cat)
+
+
+def _meta(profile: LaunchProfile, rec: dict[str, str]) -> None:
+    profile.kernel = (rec.get("Kernel Name") or profile.kernel).strip()[:500] or "kernel"
+    profile.launch_id = (rec.get("ID") or profile.launch_id).strip()[:50] or "0"
+    profile.device = (rec.get("Device") or "").strip()[:100]
+    profile.cc = (rec.get("CC") or "").strip()[:20]
+    profile.grid = (rec.get("Grid Size") or "").strip()[:60]
+    profile.block = (rec.get("Block Size") or "").strip()[:60]
+
+
+def _put(profile: LaunchProfile, cat: Catalog, cid: str, name: str, value: float) -> None:
+    old = profile.names.get(cid)
+    if old is None or cat.rank(cid, name) < cat.rank(cid, old):
+        profile.metrics[cid] = value
+        profile.names[cid] = name
+
+
+def _parse_raw(header: list[str], rows: list[list[str]], cat: Catalog) -> ParseResult:
+    warnings: list[str] = []
+    units: list[str] = [""] * len(header)
+    if rows and (not rows[0] or not rows[0][0].strip()):
+        units = rows[0] + [""] * (len(header) - len(rows[0]))
+        rows = rows[1:]
+    colmap: list[str | None] = []
+    unknown: list[str] = []
+    for h in header:
+        if h in _ID_COLS:
+            colmap.append(None)
+            continue
+        cid = cat.resolve(h, strict=True)
+        colmap.append(cid)
+        if cid is None and "__" in h:
+            unknown.append(h)
+    if not any(colmap):
+        raise BadInput("none of the CSV's columns is a metric kwiki knows", hint="export with --page raw (all metrics) or --set full")
+    profiles: list[LaunchProfile] = []
+    for n, row in enumerate(rows):
+        if len(row) < len(header):
+            warnings.append(f"row {n + 1} has {len(row)} of {len(header)} columns (truncated file?); read what is there")
+        rec = dict(zip(header, row))
+        p = LaunchProfile()
+        _meta(p, rec)
+        for i, cell in enumerate(row[: len(header)]):
+            cid = colmap[i]
+            if cid is None:
+                continue
+            v = parse_number(cell)
+            if v is None:
+                continue
+            f = unit_factor(units[i] if i < len(units) else "")
+            _put(p, cat, cid, header[i], v * f)
+        p.unknown = unknown[:50]
+        p.unknown_count = len(unknown)
+        if p.metrics:
+            profiles.append(p)
+    if not profiles:
+        raise BadInput("the CSV has a header but no launch rows with numbers (empty or truncated export)", hint=EXPORT_HINT)
+    return ParseResult(format="raw", profiles=profiles, warnings=warnings)
+
+
+def _parse_details(header: list[str], rows: list[list[str]], cat: Catalog) -> ParseResult:
+    warnings: list[str] = []
+    by_id: dict[str, LaunchProfile] = {}
+    unknown: dict[str, list[str]] = {}
+    short_rows = 0
+    for row in rows:
+        if len(row) < header.index("Metric Value") + 1:
+            short_rows += 1
+            continue
+        rec = dict(zip(header, row))
+        lid = (rec.get("ID") or "0").strip()
+        p = by_id.get(lid)
+        if p is None:
+            p = by_id[lid] = LaunchProfile()
+            _meta(p, rec)
+        section = (rec.get("Section Name") or "").strip()
+        rule = (rec.get("Rule Name") or "").strip()
+        metric = (rec.get("Metric Name") or "").strip()
+        if rule:
+            p.rules.append(RuleResult(
+                section=section[:200], name=rule[:200], type=(rec.get("Rule Type") or "").strip()[:20],
+                description=(rec.get("Rule Description") or "").strip()[:4000],
+                speedup_type=(rec.get("Estimated Speedup Type") or "").strip()[:20],
+                speedup=parse_number(rec.get("Estimated Speedup") or ""),
+            ))
+        if not metric:
+            continue
+        cid = cat.resolve(metric, section=section, strict=True)
+        if cid is None:
+            unknown.setdefault(lid, []).append(f"{section}/{metric}")
+            continue
+        v = parse_number(rec.get("Metric Value") or "")
+        if v is None:
+            continue
+        _put(p, cat, cid, metric, v * unit_factor(rec.get("Metric Unit") or ""))
+    if short_rows:
+        warnings.append(f"{short_rows} rows were shorter than the header (truncated file?) and were skipped")
+    profiles = []
+    for lid, p in by_id.items():
+        p.unknown = unknown.get(lid, [])[:50]
+        p.unknown_count = len(unknown.get(lid, []))
+        if p.metrics or p.rules:
+            profiles.append(p)
+    if not profiles:
+        raise BadInput("the details CSV has no metric or rule rows kwiki can read (empty or truncated export)", hint=EXPORT_HINT)
+    return ParseResult(format="details", profiles=profiles, warnings=warnings)
+
+
+# ------------------------------------------------------------------ JSON
+def parse_json_text(text: str, catalog: Catalog | None = None) -> ParseResult:
+    """Parse ``{metric: value}``, ``{"metrics": {...}, "kernel": "..."}`` or a list of those."""
+    try:
+        obj = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise BadInput(f"invalid JSON: {str(exc)[:200]}") from None
+    items = obj if isinstance(obj, list) else [obj]
+    profiles = [parse_metrics_dict(o, catalog, launch_id=str(i)) for i, o in enumerate(items[:1000]) if isinstance(o, dict)]
+    if not profiles:
+        raise BadInput("JSON must be an object {metric name: value} or a list of them")
+    return ParseResult(format="json", profiles=profiles)
+
+
+def parse_metrics_dict(obj: dict[str, Any], catalog: Catalog | None = None, launch_id: str = "0") -> LaunchProfile:
+    """One profile from a ``{metric name: value}`` mapping (names in any spelling the catalog knows)."""
+    cat = catalog or load_catalog()
+    if not isinstance(obj, dict):
+        raise BadInput("metrics must be an object {metric name: value}")
+    p = LaunchProfile(launch_id=launch_id)
+    metrics = obj.get("metrics") if isinstance(obj.get("metrics"), dict) else obj
+    if metrics is not obj:
+        p.kernel = str(obj.get("kernel") or obj.get("kernel_name") or p.kernel)[:500]
+        p.launch_id = str(obj.get("launch_id", obj.get("id", launch_id)))[:50]
+        for r in obj.get("rules") or []:
+            if isinstance(r, dict) and (r.get("name") or r.get("description")):
+                p.rules.append(RuleResult(name=str(r.get("name") or "rule")[:200], description=str(r.get("description") or "")[:4000],
+                                          section=str(r.get("section") or "")[:200], speedup=_num(r.get("speedup"))))
+    unknown = []
+    for key, raw in list(metrics.items())[:20000]:
+        if not isinstance(key, str):
+            continue
+        cid = cat.resolve(key)
+        if cid is None:
+            if key not in ("kernel", "kernel_name", "launch_id", "id", "rules"):
+                unknown.append(key[:200])
+            continue
+        v = _num(raw)
+        if v is not None:
+            _put(p, cat, cid, key, v)
+    p.unknown, p.unknown_count = unknown[:50], len(unknown)
+    return p
+
+
+def _num(raw: Any) -> float | None:
+    if isinstance(raw, bool):
+        return None
+    if isinstance(raw, (int, float)):
+        v = float(raw)
+        return v if math.isfinite(v) else None
+    if isinstance(raw, str):
+        m = re.match(r"\s*([-+]?[\d,]*\.?\d+(?:[eE][-+]?\d+)?)\s*([A-Za-z%/]*)\s*$", raw)
+        if not m:
+            return None
+        v = parse_number(m.group(1))
+        return None if v is None else v * unit_factor(m.group(2))
+    return None
+
+
+# ------------------------------------------------------------------ .ncu-rep
+def _parse_report(data: bytes, cat: Catalog) -> ParseResult:
+    try:
+        import ncu_report  # type: ignore[import-not-found]
+    except ImportError:
+        raise BadInput("this is an .ncu-rep report and the ncu_report module is not installed here", hint=EXPORT_HINT) from None
+    import os
+    import tempfile
+
+    fd, path = tempfile.mkstemp(suffix=".ncu-rep")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        try:
+            ctx = ncu_report.load_report(path)
+            profiles = list(_report_profiles(ctx, cat))
+        except Exception as exc:  # the module raises its own types
+            raise BadInput(f"could not read the .ncu-rep report: {str(exc)[:200]}", hint=EXPORT_HINT) from None
+    finally:
+        os.unlink(path)
+    if not profiles:
+        raise BadInput("the report holds no kernel launches", hint=EXPORT_HINT)
+    return ParseResult(format="ncu-rep", profiles=profiles)
+
+
+def _report_profiles(ctx: Any, cat: Catalog) -> Iterable[LaunchProfile]:
+    for r in range(ctx.num_ranges()):
+        rng = ctx.range_by_idx(r)
+        for i in range(rng.num_actions()):
+            act = rng.action_by_idx(i)
+            p = LaunchProfile(kernel=str(act.name()), launch_id=f"{r}:{i}")
+            for mname in act.metric_names():
+                cid = cat.resolve(mname, strict=True)
+                if cid is None:
+                    continue
+                try:
+                    v = float(act.metric_by_name(mname).as_double())
+                except Exception:
+                    continue
+                if math.isfinite(v):
+                    _put(p, cat, cid, mname, v)
+            yield p

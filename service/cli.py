@@ -1,0 +1,233 @@
+"""The ``kwiki`` command line: one sub-command per stage, lazy imports, ``--json`` everywhere.
+
+    kwiki ingest --corpus corpus --corpus ../shared/kernelwiki-snapshot
+    kwiki search "only 8 of my 132 SMs are busy at the end" -k 5
+    kwiki page pattern-tail-effect
+    kwiki serve --port 8000
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from kwiki import __version__
+
+app = typer.Typer(help="kwiki: ranked, sourced GPU-kernel optimization knowledge.", no_args_is_help=True,
+                  pretty_exceptions_enable=False)
+
+IndexDir = Annotated[Optional[Path], typer.Option("--index-dir", help="Index root (default: $KWIKI_INDEX_DIR or .kwiki/index)")]
+JsonOut = Annotated[bool, typer.Option("--json", help="Print JSON (the same document the HTTP API returns)")]
+
+
+def _settings(index_dir: Path | None = None, **overrides: Any):
+    from kwiki.settings import Settings
+
+    values = {k: v for k, v in overrides.items() if v is not None}
+    if index_dir is not None:
+        values["index_dir"] = index_dir
+    return Settings(**values)
+
+
+def _fail(exc: Exception) -> None:
+    from kwiki.errors import KwikiError
+
+    if isinstance(exc, KwikiError):
+        typer.secho(f"error: {exc.message}", fg="red", err=True)
+        if exc.hint:
+            typer.echo(f"hint: {exc.hint}", err=True)
+        raise typer.Exit(2)
+    raise exc
+
+
+def _print_json(model: Any) -> None:
+    text = model.model_dump_json(indent=2) if hasattr(model, "model_dump_json") else json.dumps(model, indent=2, default=str)
+    sys.stdout.write(text + "\n")
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"kwiki {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main_options(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version")] = False,
+) -> None:
+    """kwiki answers kernel-optimization questions with ranked pages, their sources and confidence."""
+
+
+@app.command()
+def ingest(
+    corpus: Annotated[Optional[list[str]], typer.Option("--corpus", "-c", help="Corpus root (PATH or NAME=PATH); repeatable")] = None,
+    index_dir: IndexDir = None,
+    json_out: JsonOut = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
+) -> None:
+    """Read corpora and build a new index (switched in atomically when complete)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from kwiki.index.build import build_index
+    from kwiki.ingest.corpus import corpus_root
+
+    settings = _settings(index_dir)
+    roots = [corpus_root(c) for c in corpus] if corpus else [corpus_root(p) for p in settings.corpora]
+    console = Console(stderr=True)
+    try:
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=console, disable=quiet or json_out or not console.is_terminal) as bar:
+            tasks: dict[str, Any] = {}
+
+            def progress(stage: str, done: int, total: int) -> None:
+                if stage not in tasks:
+                    tasks[stage] = bar.add_task({"read": "reading pages", "embed": "embedding chunks"}.get(stage, stage), total=total)
+                bar.update(tasks[stage], completed=done, total=total)
+
+            result = build_index(settings.index_dir, roots, threads=settings.torch_threads,
+                                 max_page_bytes=settings.max_page_bytes, progress=progress)
+    except Exception as exc:  # noqa: BLE001
+        _fail(exc)
+        return
+    if json_out:
+        _print_json({"path": str(result.path), "manifest": result.manifest.model_dump(), "report": result.report.model_dump()})
+        return
+    _print_report(console, result)
+
+
+def _print_report(console: Any, result: Any) -> None:
+    from rich.table import Table
+
+    rep, man = result.report, result.manifest
+    table = Table(title=f"index {man.build_id}", show_edge=False)
+    table.add_column("type")
+    table.add_column("pages", justify="right")
+    table.add_column("chunks", justify="right")
+    for t, n in rep.pages_by_type.items():
+        table.add_row(t, str(n), str(rep.chunks_by_type.get(t, 0)))
+    table.add_row("[b]total", f"[b]{rep.pages}", f"[b]{rep.chunks}")
+    console.print(table)
+    console.print(f"corpora: {', '.join(f'{k} ({v})' for k, v in rep.corpora.items())}")
+    console.print(f"artifacts: {rep.artifacts}; embedded {man.embedded} new chunks; built in {man.build_seconds:.1f} s")
+    for title, items in (("skipped", rep.skipped), ("duplicate ids", rep.duplicates), ("warnings", rep.warnings)):
+        if items:
+            console.print(f"[yellow]{title} ({len(items)}):")
+            for p in items[:25]:
+                console.print(f"  {p.corpus}:{p.path}: {p.reason}", markup=False)
+            if len(items) > 25:
+                console.print(f"  ... and {len(items) - 25} more (see report.json in the build)")
+    if rep.unknown_vocabulary:
+        console.print("[yellow]unknown vocabulary:")
+        for facet, values in rep.unknown_vocabulary.items():
+            console.print(f"  {facet}: {', '.join(values[:15])}{' ...' if len(values) > 15 else ''}", markup=False)
+    console.print(f"index: {result.path}")
+
+
+@app.command()
+def search(
+    query: Annotated[str, typer.Argument(help="Question, symptom, metric name or NCU rule message")],
+    k: Annotated[int, typer.Option("-k", help="Number of pages")] = 10,
+    type: Annotated[Optional[list[str]], typer.Option("--type", help="Page type filter; repeatable")] = None,
+    tag: Annotated[Optional[list[str]], typer.Option("--tag")] = None,
+    architecture: Annotated[Optional[list[str]], typer.Option("--arch", help="sm90, sm100, B200, H100 ...")] = None,
+    language: Annotated[Optional[list[str]], typer.Option("--language")] = None,
+    confidence: Annotated[Optional[list[str]], typer.Option("--confidence")] = None,
+    corpus: Annotated[Optional[list[str]], typer.Option("--corpus")] = None,
+    index_dir: IndexDir = None,
+    json_out: JsonOut = False,
+) -> None:
+    """Search the index (the same code path as GET /search)."""
+    from kwiki.index.search import Searcher
+    from kwiki.service.app import SearchRequest, run_search
+
+    settings = _settings(index_dir)
+    try:
+        searcher = Searcher.open(settings.index_dir, threads=settings.torch_threads)
+        req = SearchRequest(q=query, k=k, type=type or [], tag=tag or [], architecture=architecture or [],
+                            language=language or [], confidence=confidence or [], corpus=corpus or [])
+        resp = run_search(searcher, req, settings)
+    except Exception as exc:  # noqa: BLE001
+        _fail(exc)
+        return
+    if json_out:
+        _print_json(resp)
+        return
+    if resp.signals:
+        typer.secho("NCU signals: " + ", ".join(s["signal"] for s in resp.signals[:3]), fg="cyan")
+    for i, h in enumerate(resp.hits, 1):
+        typer.secho(f"{i:2}. {h.title}", bold=True)
+        typer.echo(f"    {h.id}  [{h.type}, {h.confidence or 'no confidence'}, {h.corpus}]  score {h.score:.4f}")
+        if h.heading_path:
+            typer.echo(f"    § {' > '.join(h.heading_path)}")
+        typer.echo(f"    {h.snippet[:240]}")
+        if h.sources:
+            typer.echo("    sources: " + ", ".join(s.url or s.id for s in h.sources[:3]))
+    if not resp.hits:
+        typer.echo("no results")
+
+
+@app.command()
+def page(
+    page_id: Annotated[str, typer.Argument(help="A page id from a search hit, e.g. pattern-tail-effect")],
+    index_dir: IndexDir = None,
+    json_out: JsonOut = False,
+) -> None:
+    """Show a page with its sources and artifacts (the same as GET /pages/{id})."""
+    from kwiki.index.search import Searcher
+
+    settings = _settings(index_dir)
+    try:
+        resp = Searcher.open(settings.index_dir).page(page_id)
+    except Exception as exc:  # noqa: BLE001
+        _fail(exc)
+        return
+    if json_out:
+        _print_json(resp)
+        return
+    typer.secho(resp.title, bold=True)
+    typer.echo(f"{resp.id} [{resp.type}, {resp.confidence or '-'}, {resp.corpus}] {resp.path}")
+    typer.echo(resp.body.strip())
+    if resp.sources:
+        typer.secho("\nsources:", bold=True)
+        for s in resp.sources:
+            typer.echo(f"  {s.id}: {s.title or ''} {s.url or ''}")
+    if resp.artifacts:
+        typer.secho("artifacts:", bold=True)
+        for a in resp.artifacts:
+            typer.echo(f"  {a['path']} ({', '.join(f['local_path'] for f in a.get('files', []))})")
+
+
+@app.command()
+def serve(
+    host: Annotated[Optional[str], typer.Option(help="Bind address (default 127.0.0.1)")] = None,
+    port: Annotated[Optional[int], typer.Option(help="Port (default 8000)")] = None,
+    index_dir: IndexDir = None,
+    build_if_missing: Annotated[bool, typer.Option("--build-if-missing", help="Ingest the default corpus when no index exists")] = False,
+) -> None:
+    """Start the HTTP API (OpenAPI at /docs)."""
+    import uvicorn
+
+    from kwiki.index.build import current_build
+
+    settings = _settings(index_dir, host=host, port=port)
+    if build_if_missing and not (current_build(settings.index_dir) / "manifest.json").exists():
+        typer.echo(f"no index at {settings.index_dir}: building it from {', '.join(map(str, settings.corpora))}", err=True)
+        ingest(corpus=[str(c) for c in settings.corpora], index_dir=settings.index_dir, json_out=False, quiet=False)
+    from kwiki.service.app import create_app
+
+    # One worker: the index and model live in this process (see README, "Workers").
+    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level="info")
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()
+
+
+if __name__ == "__main__":
+    main()

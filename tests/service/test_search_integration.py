@@ -1,0 +1,76 @@
+"""Search on a really built index of the project's corpus (tantivy + lancedb + MiniLM)."""
+
+import json
+
+import pytest
+
+from kwiki.errors import BadRequest, PageNotFound
+
+pytestmark = pytest.mark.slow
+
+
+def ids(resp):
+    return [h.page_id for h in resp.hits]
+
+
+def test_manifest_explains_the_index(corpus_index):
+    from kwiki.index.build import current_build
+
+    manifest = json.loads((current_build(corpus_index) / "manifest.json").read_text())
+    assert manifest["model"] == "sentence-transformers/all-MiniLM-L6-v2"
+    assert manifest["counts"]["pages"] > 100 and manifest["counts"]["chunks"] > manifest["counts"]["pages"]
+    assert len(manifest["corpus_hash"]) == 64 and manifest["chunker_version"]
+
+
+def test_tail_effect_question_finds_the_tail_effect_page(searcher):
+    resp = searcher.search("only 8 of my 132 SMs are busy during the final part of the kernel", k=5)
+    assert ids(resp)[0] == "pattern-tail-effect"
+
+
+def test_long_scoreboard_finds_latency_pages(searcher):
+    top = ids(searcher.search("long scoreboard", k=3))
+    assert top and all("scoreboard" in t for t in top[:2])
+
+
+def test_raw_metric_name_matches_exactly(searcher):
+    top = ids(searcher.search("smsp__pcsamp_warps_issue_stalled_long_scoreboard is 45%", k=3))
+    assert {"pattern-long-scoreboard-latency", "ncu-stall-long-scoreboard"} & set(top[:2])
+
+
+def test_alias_expansion_umma(searcher):
+    resp = searcher.search("UMMA", k=3)
+    assert resp.hits[0].page_id == "hw-tcgen05-mma"
+    assert "tcgen05" in resp.hits[0].why.aliases
+
+
+def test_hits_carry_what_an_agent_needs(searcher):
+    hit = searcher.search("shared memory bank conflicts in a transpose", k=3).hits[0]
+    assert hit.title and hit.type and hit.corpus == "kwiki" and hit.path.endswith(".md")
+    assert hit.snippet and hit.confidence in {"verified", "source-reported", "inferred", "experimental"}
+    assert hit.sources and any(s.url and s.url.startswith("https://") for s in hit.sources)
+    assert hit.why.bm25_rank is not None or hit.why.vector_rank is not None
+
+
+@pytest.mark.parametrize("q", ['"unbalanced', "sm_80:", "-foo", "http://x.y", "a AND", "(x", "x" * 1999, "∑∂ƒ©", "\x00\x01"])
+def test_hostile_queries_give_results_or_bad_request(searcher, q):
+    try:
+        searcher.search(q, k=5)
+    except BadRequest:
+        pass
+
+
+def test_filters_type_and_architecture_alias(searcher):
+    resp = searcher.search("tensor memory", k=10, filters={"type": ["hardware"], "architecture": ["B200"]})
+    assert resp.hits and all(h.type == "hardware" for h in resp.hits)
+    assert resp.filters["architecture"][0].startswith("sm100")
+    with pytest.raises(BadRequest):
+        searcher.search("x", filters={"type": ["nonsense"]})
+    with pytest.raises(BadRequest):
+        searcher.search("x", filters={"architecture": ["sm9999"]})
+
+
+def test_page_view_resolves_sources_and_artifacts(searcher):
+    page = searcher.page("pattern-uncoalesced-global-access")
+    assert page.body and page.sources and all(s.resolved for s in page.sources)
+    with pytest.raises(PageNotFound):
+        searcher.page("../../etc/passwd")

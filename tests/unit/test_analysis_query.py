@@ -1,0 +1,45 @@
+import pytest
+
+from kwiki.errors import BadRequest, QueryTooLong
+from kwiki.index.analysis import ident_tokens, prose_tokens
+from kwiki.index.bm25 import query_tokens
+from kwiki.index.query import AliasTable, Filters, clean_query, plan_query
+
+
+@pytest.mark.parametrize(
+    "ident", ["smsp__pcsamp_warps_issue_stalled_long_scoreboard", "sm_90a", "cp.async.bulk", "__syncthreads", "cta_group::2"]
+)
+def test_identifiers_stay_whole(ident):
+    assert ident.lower() in ident_tokens(f"look at {ident} here")
+
+
+def test_prose_is_stemmed_and_lowercased():
+    assert prose_tokens("Coalesced Loads") == ["coalesc", "load"]
+
+
+def test_query_tokens_drop_stopwords_but_keep_identifiers():
+    prose, idents = query_tokens("why is my sm_90a kernel slow")
+    assert "my" not in prose and "kernel" in prose
+    assert idents == ["sm_90a"]
+
+
+@pytest.mark.parametrize("q", ['"unbalanced', "sm_80:", "-foo", "http://x.y", "a AND", "(x", "*", "\\", "~~", "!!!"])
+def test_hostile_text_builds_a_query_without_the_parser(q):
+    plan = plan_query(clean_query(q, 2000), AliasTable(), Filters())
+    assert plan.bm25.terms or plan.bm25.idents or q.strip("*\\~!") == ""
+
+
+def test_empty_and_overlong_queries_are_rejected():
+    with pytest.raises(BadRequest):
+        clean_query("   ", 2000)
+    with pytest.raises(QueryTooLong):
+        clean_query("x" * 10_000, 2000)
+
+
+def test_aliases_expand_both_ways_with_phrases():
+    table = AliasTable.from_groups({"tmem": ["tensor memory", "TMEM"], "sm100": ["B200"]})
+    assert [g.canonical for g in table.match("how big is tensor memory")] == ["tmem"]
+    assert [g.canonical for g in table.match("tmem size")] == ["tmem"]
+    plan = plan_query("B200 limits", table, Filters())
+    assert ("sm100", 0.5) in plan.bm25.terms or "sm100" in [t for t, _ in plan.bm25.idents]
+    assert table.canonical_of("B200", {"sm100", "sm90"}) == "sm100"
