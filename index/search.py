@@ -36,7 +36,10 @@ TYPE_PRIOR = {
 }
 DEFAULT_PRIOR = 0.8
 CANDIDATES = 200
-SIGNAL_BOOST = 0.6  # share of the top score added to pages an NCU signal points to
+SIGNAL_BOOST = 0.6
+WEIGHTS = (1.0, 1.0)  # (bm25, vector) in the rank fusion
+FUSION_K = 60
+ROLLUP_EXTRA = 0.25  # share of the top score added to pages an NCU signal points to
 _PAGE_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,200}$")
 
 
@@ -206,8 +209,8 @@ class Searcher:
             vec_hits = self.vindex.search(qvec, CANDIDATES, mask)
         bm25_rank = {row: i for i, (row, _) in enumerate(bm25_hits, 1)}
         vec_rank = {row: i for i, (row, _) in enumerate(vec_hits, 1)}
-        fused = rrf([[r for r, _ in bm25_hits], [r for r, _ in vec_hits]])
-        page_scores = rollup((self.chunk_page[row], row, s) for row, s in fused.items())
+        fused = rrf([[r for r, _ in bm25_hits], [r for r, _ in vec_hits]], k=FUSION_K, weights=WEIGHTS)
+        page_scores = rollup(((self.chunk_page[row], row, s) for row, s in fused.items()), extra_weight=ROLLUP_EXTRA)
         best_chunk: dict[str, int] = {}
         for row, s in sorted(fused.items(), key=lambda x: -x[1]):
             best_chunk.setdefault(self.chunk_page[row], row)

@@ -44,6 +44,7 @@ _SHARE = re.compile(r"represents about ([\d.]+)% of the total average", re.I)
 _BYTES = re.compile(r"global (loads|stores)[^.]*?\. On average, only ([\d.]+) of the 32 bytes", re.I)
 _LOCAL_BYTES = re.compile(r"local (loads|stores)[^.]*?\. On average, only ([\d.]+) of the 32 bytes", re.I)
 _WAVES = re.compile(r"(\d+) full waves? and a partial wave of (\d+) thread blocks", re.I)
+_UPTO = re.compile(r"partial wave may account for up to ([\d.]+)%", re.I)
 _SMALL = re.compile(r"execute only (\d+) blocks, which is less than the GPU's (\d+) multiprocessors", re.I)
 _TOO_SMALL = re.compile(r"grid is too small to fill the available resources", re.I)
 _EXCESS = re.compile(r"uncoalesced global accesses resulting in a total of [\d,]+ excessive sectors \(([\d.]+)% of the total", re.I)
@@ -122,8 +123,9 @@ def message_hits(rules: Iterable[Any]) -> list[dict[str, Any]]:
         if _SMALL.search(text) or _TOO_SMALL.search(text):
             m = _SMALL.search(text)
             add("small-grid", 1 - float(m.group(1)) / float(m.group(2)) if m else est, (m or _TOO_SMALL.search(text)).group(0))
-        if m := _WAVES.search(text):
-            add("tail-effect", est, m.group(0))
+        if m := _WAVES.search(text) or _UPTO.search(text):
+            up = _UPTO.search(text)
+            add("tail-effect", est if est is not None else (float(up.group(1)) / 100 if up else None), m.group(0))
         if m := _EXCESS.search(text):
             add(excess_signal, est if est is not None else float(m.group(1)) / 100, m.group(0))
         for m in _BYTES.finditer(text):

@@ -42,6 +42,7 @@ _REASONS = "|".join(sorted((r.replace("_", "[_ ]") for r in STALL_SIGNAL), key=l
 _STALL_RE = re.compile(rf"\b(?:stall(?:ed)?s?[_ ](?:on[_ ])?|warps?_issue_stalled_|stall_)({_REASONS})\b|\b({_REASONS})[_ ]stalls?\b")
 _SB_RE = re.compile(r"\bstall_(long|short)_sb\b")
 _METRIC_RE = re.compile(r"\b[a-z][a-z0-9]*__[a-z0-9_]+(?:\.[a-z0-9_]+)*")
+_SMS_BUSY = re.compile(r"\bonly \d+ (?:of|out of) (?:my |the |all |our )?\d+ sms?\b(?P<rest>.{0,60})")
 _MESSAGE_HINT = re.compile(r"stall type represents|partial wave|bytes transmitted per sector|excessive (?:sectors|wavefronts)|"
                            r"way bank conflict|theoretical occupancy|threads being active|which is less than the gpu|grid is too small|"
                            r"highest-utilized pipeline|much (?:higher|lower) number of active cycles", re.I)
@@ -49,7 +50,7 @@ _GENERIC = {"atomics", "divergence", "thrashing", "spills", "coalescing", "aos",
             "compute-bound", "latency bound", "latency-bound", "memory bandwidth", "local memory", "registers per thread",
             "cache misses", "evicted", "cuda graphs", "register pressure", "same address", "straggler", "unbalanced"}
 _WORD = re.compile(r"[a-z0-9]+")
-_STOP = {"a", "an", "the", "of", "on", "to", "is", "are", "too", "per", "by", "and", "or", "in", "at", "for", "with", "s"}
+_STOP = {"not", "a", "an", "the", "of", "on", "to", "is", "are", "too", "per", "by", "and", "or", "in", "at", "for", "with", "s"}
 
 
 def _analyze(words: list[str]) -> list[str]:
@@ -74,7 +75,7 @@ def _tables() -> dict[str, Any]:
     phrase_re = re.compile(r"(?<![a-z0-9_])(" + "|".join(re.escape(p) for p in alts) + r")(?![a-z0-9_])")
     expand: dict[str, list[str]] = {}
     for s in sigs.values():
-        words = [w for w in _WORD.findall(f"{s.id.replace('-', ' ')} {s.phrases[0] if s.phrases else ''}".lower()) if w not in _STOP]
+        words = [w for w in _WORD.findall(f"{s.id.replace('-', ' ')} {' '.join(s.phrases[:2])}".lower()) if w not in _STOP]
         expand[s.id] = _analyze(list(dict.fromkeys(words)))[:5]
     cat = load_catalog()
     metric_sig: dict[str, list[str]] = {}
@@ -114,6 +115,9 @@ def route(text: str) -> list[dict[str, Any]]:
             add(sig, conf, raw[m.start():m.end()])
     for m in _SB_RE.finditer(low):
         add("long-scoreboard" if m.group(1) == "long" else "short-scoreboard", 0.85, raw[m.start():m.end()])
+    for m in _SMS_BUSY.finditer(low):
+        late = re.search(r"\b(end|last|tail|finish)", m.group("rest"))
+        add("tail-effect" if late else "small-grid", 0.8 if late else 0.7, raw[m.start():m.end()].strip())
     if "__" in low:
         for m in _METRIC_RE.finditer(low):
             name = m.group(0).rstrip(".")

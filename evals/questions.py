@@ -1,0 +1,51 @@
+"""Labeled questions: load, check and convert to TREC qrels.
+
+    >>> qs = load_suite("corpus")                 # evals/questions/corpus*.yaml
+    >>> qs[0].relevant                            # doctest: +SKIP
+    {'pattern-tail-effect': 2}
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, Field
+
+QUESTIONS_DIR = Path(__file__).resolve().parent / "questions"
+CATEGORIES = ("symptom", "ncu-signal", "technique", "hardware", "kernel", "pr-lookup", "migration-language")
+
+
+class Question(BaseModel):
+    id: str
+    query: str
+    category: str
+    split: str = "dev"
+    relevant: dict[str, int] = Field(default_factory=dict)
+    note: str | None = None
+    suite: str = ""
+
+
+def load_suite(suite: str, folder: Path = QUESTIONS_DIR) -> list[Question]:
+    """Every question of ``suite`` from ``<suite>.yaml`` and ``<suite>-*.yaml``, ids unique."""
+    out: list[Question] = []
+    for path in sorted(folder.glob(f"{suite}.yaml")) + sorted(folder.glob(f"{suite}-*.yaml")):
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        for raw in data.get("questions", []):
+            q = Question.model_validate({**raw, "suite": suite})
+            out.append(q)
+    seen: set[str] = set()
+    for q in out:
+        if q.id in seen:
+            raise ValueError(f"duplicate question id {q.id} in suite {suite}")
+        seen.add(q.id)
+    return out
+
+
+def qrels(questions: list[Question]) -> list[tuple[str, str, int]]:
+    """(query_id, doc_id, relevance) triples."""
+    return [(q.id, doc, int(rel)) for q in questions for doc, rel in q.relevant.items()]
+
+
+def to_trec(questions: list[Question]) -> str:
+    return "".join(f"{qid} 0 {doc} {rel}\n" for qid, doc, rel in qrels(questions))

@@ -1,0 +1,109 @@
+"""Run labeled questions through kwiki's methods and score them with ir-measures.
+
+    >>> from kwiki.evals.runner import evaluate
+    >>> result = evaluate(searcher, load_suite("corpus"), ["bm25", "hybrid"])     # doctest: +SKIP
+    >>> result["overall"]["hybrid"]["all"]["nDCG@10"]                              # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from typing import Any, Callable
+
+import ir_measures
+
+from kwiki.index.search import SearchOptions, Searcher
+
+from .baseline import KeywordBaseline
+from .questions import Question, qrels
+
+MEASURES = {"nDCG@10": "nDCG@10", "MRR@10": "RR@10", "Recall@5": "R@5", "Recall@10": "R@10", "Hit@1": "Success@1"}
+DEPTH = 20
+
+#: Method name -> search options (None: the keyword baseline). "hybrid" is what kwiki ships.
+METHODS: dict[str, SearchOptions | None] = {
+    "keyword-baseline": None,
+    "bm25": SearchOptions(vector=False, aliases=False, type_prior=False, ncu_routing=False),
+    "vector": SearchOptions(bm25=False, aliases=False, type_prior=False, ncu_routing=False),
+    "hybrid": SearchOptions(),
+    "hybrid-no-vector": SearchOptions(vector=False),
+    "hybrid-no-bm25": SearchOptions(bm25=False),
+    "hybrid-no-aliases": SearchOptions(aliases=False),
+    "hybrid-no-type-prior": SearchOptions(type_prior=False),
+    "hybrid-no-ncu-routing": SearchOptions(ncu_routing=False),
+}
+SHIPPED = "hybrid"
+
+
+def run_method(searcher: Searcher, questions: list[Question], method: str, corpus: str | None = None,
+               progress: Callable[[], None] | None = None) -> dict[str, dict[str, float]]:
+    """qid -> {page id: score} for one method (page ids, not corpus-qualified keys)."""
+    options = METHODS[method]
+    run: dict[str, dict[str, float]] = {}
+    baseline = None
+    if options is None:
+        aliases: dict[str, list[str]] = {}
+        for g in searcher.aliases.groups:
+            aliases.setdefault(g.canonical, []).extend(g.variants)
+        pages = {k: p for k, p in searcher.pages.items() if corpus is None or p.corpus == corpus}
+        baseline = KeywordBaseline(pages, aliases)
+    filters = {"corpus": [corpus]} if corpus else {}
+    for q in questions:
+        if baseline is not None:
+            hits = [(searcher.pages[key].id, score) for key, score in baseline.search(q.query, DEPTH)]
+        else:
+            resp = searcher.search(q.query, k=DEPTH, filters=filters, options=options, max_chars=10_000)
+            hits = [(h.page_id, h.score) for h in resp.hits]
+        # ir-measures sorts by score; strictly decreasing scores keep our order (ties included)
+        run[q.id] = {pid: float(DEPTH - i) for i, (pid, _) in enumerate(dict(hits).items())}
+        if progress:
+            progress()
+    return run
+
+
+def score(questions: list[Question], run: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+    """Per question: measure name -> value."""
+    measures = [ir_measures.parse_measure(m) for m in MEASURES.values()]
+    names = {str(ir_measures.parse_measure(v)): k for k, v in MEASURES.items()}
+    per_q: dict[str, dict[str, float]] = defaultdict(dict)
+    qrel = [ir_measures.Qrel(qid, doc, rel) for qid, doc, rel in qrels(questions)]
+    scored = [ir_measures.ScoredDoc(qid, doc, s) for qid, docs in run.items() for doc, s in docs.items()]
+    for m in ir_measures.iter_calc(measures, qrel, scored):
+        per_q[m.query_id][names[str(m.measure)]] = float(m.value)
+    for q in questions:  # a question with no results scores 0, not "missing"
+        for name in MEASURES:
+            per_q[q.id].setdefault(name, 0.0)
+    return dict(per_q)
+
+
+def aggregate(questions: list[Question], per_q: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+    """Group -> measure -> mean, for groups 'all', 'dev', 'test' and every category."""
+    groups: dict[str, list[str]] = defaultdict(list)
+    for q in questions:
+        for g in ("all", q.split, f"category:{q.category}"):
+            groups[g].append(q.id)
+    return {g: {m: round(statistics.fmean(per_q[i][m] for i in ids), 4) for m in MEASURES} | {"n": len(ids)}
+            for g, ids in sorted(groups.items())}
+
+
+def evaluate(searcher: Searcher, questions: list[Question], methods: list[str], corpus: str | None = None,
+             progress: Callable[[], None] | None = None) -> dict[str, Any]:
+    """Scores of every method, overall and per category, plus per-question detail for the shipped one."""
+    out: dict[str, Any] = {"overall": {}, "per_question": {}, "runs": {}}
+    for method in methods:
+        run = run_method(searcher, questions, method, corpus, progress)
+        per_q = score(questions, run)
+        out["overall"][method] = aggregate(questions, per_q)
+        out["per_question"][method] = per_q
+        out["runs"][method] = {qid: list(docs)[:10] for qid, docs in run.items()}
+    return out
+
+
+def top3_rate(questions: list[Question], run_top: dict[str, list[str]], categories: tuple[str, ...]) -> float:
+    """Share of questions in ``categories`` with a relevant page in the top 3."""
+    qs = [q for q in questions if q.category in categories]
+    if not qs:
+        return 0.0
+    ok = sum(1 for q in qs if set(run_top.get(q.id, [])[:3]) & set(q.relevant))
+    return round(ok / len(qs), 4)
