@@ -24,7 +24,6 @@ IDENT_BOOST = 3.0
 
 def schema() -> tantivy.Schema:
     sb = tantivy.SchemaBuilder()
-    sb.add_text_field("chunk_id", stored=True, tokenizer_name="raw")
     sb.add_integer_field("row", stored=True, indexed=False, fast=False)
     for name in ("title", "headings", "body", "facets"):
         sb.add_text_field(name, stored=False, tokenizer_name=PROSE)
@@ -49,34 +48,57 @@ def facet_text(page: Page) -> str:
     return " ".join(v.replace("-", " ") for v in values)
 
 
-def write(path: Path, pages: dict[str, Page], chunks: list[Chunk]) -> None:
-    """Build a fresh index at ``path`` (the folder must not exist yet)."""
+def _document(page: Page, row: int, headings: str, body: str) -> tantivy.Document:
+    signal_words = " ".join(str(s.get("signal", "")) for s in page.ncu_signals)
+    metric_names = " ".join(
+        str(m) for s in page.ncu_signals if isinstance(s.get("metrics"), dict) for m in s["metrics"].values()
+    )
+    idents = " ".join(ident_tokens(" ".join((page.title, headings, body, metric_names, " ".join(page.aliases)))))
+    return tantivy.Document(
+        row=row,
+        title=f"{page.title} {' '.join(page.aliases)}",
+        headings=headings,
+        body=body,
+        facets=f"{facet_text(page)} {signal_words.replace('-', ' ')}",
+        idents=idents,
+        filters=filter_terms(page),
+    )
+
+
+def _write(path: Path, docs) -> None:
     path.mkdir(parents=True)
     index = tantivy.Index(schema(), path=str(path))
     register(index)
     writer = index.writer(heap_size=128_000_000, num_threads=1)
-    for row, chunk in enumerate(chunks):
-        page = pages[chunk.page_key]
-        signal_words = " ".join(str(s.get("signal", "")) for s in page.ncu_signals)
-        metric_names = " ".join(
-            str(m) for s in page.ncu_signals if isinstance(s.get("metrics"), dict) for m in s["metrics"].values()
-        )
-        head = " ".join(chunk.heading_path)
-        idents = " ".join(ident_tokens(" ".join((page.title, head, chunk.text, metric_names, " ".join(page.aliases)))))
-        writer.add_document(
-            tantivy.Document(
-                chunk_id=chunk.id,
-                row=row,
-                title=f"{page.title} {' '.join(page.aliases)}",
-                headings=head,
-                body=chunk.text,
-                facets=f"{facet_text(page)} {signal_words.replace('-', ' ')}",
-                idents=idents,
-                filters=filter_terms(page),
-            )
-        )
+    for doc in docs:
+        writer.add_document(doc)
     writer.commit()
     writer.wait_merging_threads()
+
+
+def write(path: Path, pages: dict[str, Page], chunks: list[Chunk]) -> None:
+    """The chunk index: one document per chunk, ``row`` = position in the chunk list."""
+    _write(path, (_document(pages[c.page_key], row, " ".join(c.heading_path), c.text) for row, c in enumerate(chunks)))
+
+
+#: Page documents keep at most this many words of body (a 400 KB doc would otherwise dominate length norms).
+PAGE_BODY_WORDS = 4000
+
+
+def write_pages(path: Path, pages: list[Page], chunks: list[Chunk]) -> None:
+    """The page index: one document per page (whole body), ``row`` = position in ``pages``.
+
+    Symptom questions spread their words over a page's sections; scoring the page as a whole
+    catches what no single chunk holds.
+    """
+    heads: dict[str, list[str]] = {}
+    for c in chunks:
+        heads.setdefault(c.page_key, []).extend(h for h in c.heading_path if h not in heads.get(c.page_key, []))
+    _write(
+        path,
+        (_document(p, row, " ".join(heads.get(p.key, [])), " ".join(p.body.split()[:PAGE_BODY_WORDS]))
+         for row, p in enumerate(pages)),
+    )
 
 
 @dataclass

@@ -25,8 +25,8 @@ from typing import Callable
 from kwiki import __version__
 from kwiki.errors import BuildLocked
 from kwiki.ingest.chunking import CHUNKER_VERSION
-from kwiki.ingest.corpus import CorpusRoot, IngestResult, read_corpora
-from kwiki.ingest.models import IngestReport
+from kwiki.ingest.corpus import CorpusRoot, IngestResult, chunk_page, read_corpora
+from kwiki.ingest.models import IngestReport, Page, Problem
 
 from . import bm25, vectors
 from .manifest import Manifest
@@ -116,6 +116,22 @@ def _collect_garbage(index_dir: Path, keep: str) -> None:
         shutil.rmtree(partial, ignore_errors=True)
 
 
+def add_pages(result: IngestResult, extra: list[Page]) -> None:
+    """Add pages made outside a corpus (ledger candidates); a key already taken is reported and skipped."""
+    taken = {p.key for p in result.pages}
+    for page in extra:
+        if page.key in taken:
+            result.report.duplicates.append(Problem(corpus=page.corpus, path=page.path, reason=f"duplicate id '{page.key}'; skipped"))
+            continue
+        taken.add(page.key)
+        chunks = chunk_page(page)
+        result.pages.append(page)
+        result.chunks += chunks
+        result.report.corpora.setdefault(page.corpus, str(page.meta.get("ledger_dir", page.corpus)))
+        result.report.pages_by_type[page.type] = result.report.pages_by_type.get(page.type, 0) + 1
+        result.report.chunks_by_type[page.type] = result.report.chunks_by_type.get(page.type, 0) + len(chunks)
+
+
 def build_index(
     index_dir: Path,
     roots: list[CorpusRoot],
@@ -125,8 +141,13 @@ def build_index(
     max_page_bytes: int = 8 * 1024 * 1024,
     progress: Progress | None = None,
     cache_dir: Path | None = None,
+    extra_pages: list[Page] | None = None,
 ) -> BuildResult:
-    """Ingest ``roots`` and build a new index under ``index_dir``, then switch ``current`` to it."""
+    """Ingest ``roots`` and build a new index under ``index_dir``, then switch ``current`` to it.
+
+    ``extra_pages`` (e.g. ledger candidates from :func:`kwiki.ingest.ledger_pages.ledger_pages`) are
+    indexed with the corpus pages.
+    """
     started = time.monotonic()
     index_dir = Path(index_dir)
     with BuildLock(index_dir):
@@ -135,6 +156,8 @@ def build_index(
         result = read_corpora(
             roots, max_page_bytes=max_page_bytes, progress=(lambda d, t: progress("read", d, t)) if progress else None
         )
+        if extra_pages:
+            add_pages(result, extra_pages)
         pages = {p.key: p for p in result.pages}
         chunks = result.chunks
         stamp = _dt.datetime.now(_dt.timezone.utc)
@@ -143,6 +166,7 @@ def build_index(
         tmp.mkdir()
 
         bm25.write(tmp / "bm25", pages, chunks)
+        bm25.write_pages(tmp / "bm25-pages", result.pages, chunks)
 
         cache = vectors.EmbeddingCache(Path(cache_dir) if cache_dir else index_dir / "cache")
         hashes = [c.content_hash for c in chunks]

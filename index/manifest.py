@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 
 from kwiki.errors import IndexIncompatible, IndexMissing
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 MANIFEST = "manifest.json"
 
 

@@ -90,6 +90,8 @@ def derived_id(rel: Path) -> str:
 
 
 def _read_text(path: Path, limit: int) -> str:
+    if not path.is_file():  # a FIFO or device would block or stream forever
+        raise ValueError("not a regular file")
     size = path.stat().st_size
     if size == 0:
         raise ValueError("empty file")
@@ -110,6 +112,9 @@ def _walk(root: Path, report: IngestReport, corpus: str) -> list[Path]:
     files: list[Path] = []
     for top in ("sources", "wiki", "artifacts"):
         base = root / top
+        if base.is_symlink():  # os.walk would follow a linked top folder wherever it points
+            report.skipped.append(Problem(corpus=corpus, path=top, reason="symlinked folder not followed"))
+            continue
         if not base.is_dir():
             continue
         for dirpath, dirnames, filenames in os.walk(base, followlinks=False):
@@ -122,14 +127,19 @@ def _walk(root: Path, report: IngestReport, corpus: str) -> list[Path]:
             for name in sorted(filenames):
                 path = Path(dirpath) / name
                 if path.is_symlink():
-                    target = path.resolve()
+                    rel = path.relative_to(root)
+                    try:
+                        target = path.resolve()
+                    except (OSError, RuntimeError):  # a link loop: 3.11 raises RuntimeError, 3.13 OSError
+                        report.skipped.append(Problem(corpus=corpus, path=str(rel), reason="symlink loop"))
+                        continue
                     if not target.is_relative_to(real_root):
-                        rel = path.relative_to(root)
                         report.skipped.append(
                             Problem(corpus=corpus, path=str(rel), reason="symlink points outside the corpus root")
                         )
                         continue
                     if not target.is_file():
+                        report.skipped.append(Problem(corpus=corpus, path=str(rel), reason="symlink to a missing file"))
                         continue
                 files.append(path)
     return files
@@ -155,6 +165,8 @@ def load_vocabulary(root: Path) -> Vocabulary:
 
 
 def _make_page(meta: dict[str, Any], body: str, body_line: int, rel: Path, corpus: str, sha: str) -> Page:
+    if isinstance(meta.get("id"), (dict, list, set)):
+        raise ValueError(f"id is a {type(meta['id']).__name__}, not a string")
     pid = str(meta.get("id") or "").strip() or derived_id(rel)
     title = meta.get("title")
     if not title:
@@ -295,6 +307,7 @@ def read_corpora(
             meta, body, body_line = split_frontmatter(raw)
             sha = hashlib.sha256(raw.encode("utf-8")).hexdigest()
             page = _make_page(meta, body, body_line, rel, name, sha)
+            page.model_dump_json()  # a page the index cannot store must not stop the build later
         except (OSError, ValueError, FrontmatterError, RecursionError) as exc:
             report.skipped.append(Problem(corpus=name, path=str(rel), reason=str(exc) or type(exc).__name__))
             continue

@@ -19,6 +19,8 @@ import yaml
 #: More aliases than this in one header is treated as a YAML bomb.
 MAX_ALIASES = 64
 MAX_DEPTH = 32
+#: Values a document may expand to once aliases are followed (a page header has a few dozen).
+MAX_NODES = 100_000
 
 
 class FrontmatterError(ValueError):
@@ -46,22 +48,52 @@ def _iso(loader: yaml.SafeLoader, node: yaml.Node) -> str:
 
 
 _Loader.add_constructor("tag:yaml.org,2002:timestamp", _iso)
+# Values a page must be able to store as JSON: !!binary stays base64 text, !!set becomes a list.
+_Loader.add_constructor("tag:yaml.org,2002:binary", lambda loader, node: str(loader.construct_scalar(node)).strip())
+_Loader.add_constructor("tag:yaml.org,2002:set", lambda loader, node: [str(k) for k in loader.construct_mapping(node)])
 
 
-def _depth(value: Any, level: int = 0) -> int:
-    if level > MAX_DEPTH:
-        return level
-    if isinstance(value, dict):
-        return max((_depth(v, level + 1) for v in value.values()), default=level)
-    if isinstance(value, list):
-        return max((_depth(v, level + 1) for v in value), default=level)
-    return level
+def _check_shape(value: Any) -> None:
+    """Refuse a parsed document nested deeper than MAX_DEPTH or expanding to more than MAX_NODES values.
+
+    Aliases share one object per anchor, so a few dozen of them can stand for 2**30 values
+    (``a1: &a1 [*a0, *a0]``, ...): anything that walks or serializes the result would hang. The
+    walk is memoized per object, so it costs the number of distinct nodes, and it ends on cycles
+    (a recursive anchor) because the depth is bounded.
+    """
+    memo: dict[int, tuple[int, int]] = {}  # id(container) -> (expanded size, height)
+
+    def walk(v: Any, level: int) -> tuple[int, int]:
+        if isinstance(v, dict):
+            children: Any = v.values()
+        elif isinstance(v, (list, tuple, set, frozenset)):
+            children = v
+        else:
+            return 1, 0
+        known = memo.get(id(v))
+        if known is None:
+            if level >= MAX_DEPTH:
+                raise FrontmatterError(f"frontmatter nested deeper than {MAX_DEPTH} levels")
+            size, height = 1, 0
+            for child in children:
+                s, h = walk(child, level + 1)
+                size, height = size + s, max(height, h + 1)
+                if size > MAX_NODES:
+                    raise FrontmatterError(f"YAML expands to more than {MAX_NODES} values (alias-expansion bomb?)")
+            known = memo[id(v)] = (size, height)
+        if level + known[1] > MAX_DEPTH:
+            raise FrontmatterError(f"frontmatter nested deeper than {MAX_DEPTH} levels")
+        return known
+
+    walk(value, 0)
 
 
 def parse_yaml(text: str) -> Any:
     """Parse YAML with the guarded loader (also used for ``data/*.yaml`` and PROVENANCE files)."""
     try:
-        return yaml.load(text, Loader=_Loader)  # noqa: S506 - _Loader is a SafeLoader
+        data = yaml.load(text, Loader=_Loader)  # noqa: S506 - _Loader is a SafeLoader
+        _check_shape(data)
+        return data
     except FrontmatterError:
         raise
     except RecursionError as exc:
@@ -93,8 +125,6 @@ def split_frontmatter(text: str) -> tuple[dict[str, Any], str, int]:
                 meta = {}
             if not isinstance(meta, dict):
                 raise FrontmatterError(f"frontmatter is a {type(meta).__name__}, not a mapping of fields")
-            if _depth(meta) > MAX_DEPTH:
-                raise FrontmatterError(f"frontmatter nested deeper than {MAX_DEPTH} levels")
             return {str(k): v for k, v in meta.items()}, body, i + 2
     raise FrontmatterError("frontmatter opened with '---' but never closed")
 

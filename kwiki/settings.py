@@ -49,6 +49,7 @@ class Settings(BaseSettings):
     admin_token: str | None = Field(default=None, description="Enables state-changing endpoints when set")
     cors_origins: list[str] = Field(default_factory=list)
     request_timeout_s: float = Field(default=10.0, gt=0)
+    ledger_dir: Path | None = Field(default=None, description="Candidate ledger workspace (default: <index_dir>/../ledger)")
 
 
 @lru_cache(maxsize=1)

@@ -20,12 +20,13 @@ import re
 import time
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, computed_field
 
 from kwiki.errors import BadInput, KwikiError
 
 from .catalog import load_catalog
-from .ncu_csv import MAX_BYTES, LaunchProfile, ParseResult, parse_bytes, parse_csv_text, parse_json_text, parse_metrics_dict
+from .ncu_csv import MAX_BYTES, LaunchProfile, ParseResult, RuleResult, parse_bytes, parse_csv_text, parse_json_text, parse_metrics_dict
+from .messages import message_hits
 from .routing import route
 from .rules import Evidence, Missing, evaluate
 from .signals import load_signals
@@ -71,6 +72,7 @@ class LaunchDiagnosis(BaseModel):
     unknown_metrics: int = 0
     rules_read: int = 0
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def top(self) -> str | None:
         return self.signals[0].signal if self.signals else None
@@ -172,8 +174,7 @@ def diagnose_metrics(metrics: dict[str, Any], searcher: Any = None, k: int = 5) 
     profile = parse_metrics_dict(metrics)
     if not profile.metrics and not profile.rules:
         raise BadInput("none of the metric names is known", hint="use ncu names such as sm__throughput.avg.pct_of_peak_sustained_elapsed; see GET /signals")
-    from .ncu_csv import ParseResult as _PR
-    return diagnose_parsed(_PR(format="json", profiles=[profile]), searcher, k, "", started)
+    return diagnose_parsed(ParseResult(format="json", profiles=[profile]), searcher, k, "", started)
 
 
 _LINE = re.compile(r"^\s*([A-Za-z#][\w ./()%#-]*?[\w)%])\s{2,}(?:([A-Za-z%/]+)\s+)?([-+]?[\d,]*\.?\d+(?:[eE][-+]?\d+)?)\s*$")
@@ -199,13 +200,13 @@ def diagnose_text(text: str, searcher: Any = None, k: int = 5) -> DiagnoseRespon
         for m in _PAIR.finditer(text[:200_000]):
             found.setdefault(m.group(1), f"{m.group(2)} {m.group(3) or ''}".strip())
         for line in text[:200_000].splitlines():
-            m = _LINE.match(line)
+            m = _LINE.match(line) if len(line) <= 300 else None
             if m and cat.resolve(m.group(1)) is not None:
                 found.setdefault(m.group(1), f"{m.group(3)} {m.group(2) or ''}".strip())
         profile = parse_metrics_dict(found) if found else LaunchProfile()
-        profile.rules = [{"name": "pasted", "description": para} for para in re.split(r"\n\s*\n", text[:50_000]) if para.strip()]  # type: ignore[misc]
+        profile.rules = [RuleResult(name="pasted", description=para[:4000]) for para in re.split(r"\n\s*\n", text[:50_000]) if para.strip()][:200]
         resp = DiagnoseResponse(format="text")
-        if profile.metrics or any(h for h in _message_hits(profile.rules)):
+        if profile.metrics or message_hits(profile.rules):
             diag, warnings = diagnose_profile(profile, searcher, k)
             diag.rules_read = 0
             resp.launches.append(diag)
@@ -213,11 +214,6 @@ def diagnose_text(text: str, searcher: Any = None, k: int = 5) -> DiagnoseRespon
     resp.text_signals = route(text)
     resp.took_ms = round((time.perf_counter() - started) * 1000, 2)
     return resp
-
-
-def _message_hits(rules: list[Any]) -> list[dict[str, Any]]:
-    from .messages import message_hits
-    return message_hits(rules)
 
 
 def _check_k(k: int) -> None:

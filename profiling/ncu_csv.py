@@ -36,6 +36,7 @@ from .catalog import Catalog, load_catalog
 from .inputs import parse_number, unit_factor
 
 MAX_BYTES = 64 * 1024 * 1024
+REPORT_MAGIC = b"NVR\x00"  # first bytes of an .ncu-rep file
 EXPORT_HINT = "export CSV with `ncu --import X.ncu-rep --page raw --csv > X.csv` (or --page details) and upload that"
 _ID_COLS = ("ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Context", "Stream",
             "Block Size", "Grid Size", "Device", "CC", "Kernel Time")
@@ -98,7 +99,7 @@ def parse_bytes(data: bytes, filename: str = "", catalog: Catalog | None = None,
         if len(data) > max_bytes:
             raise BadInput("decompressed file is over the size limit")
         name = name.removesuffix(".gz")
-    if name.endswith(".ncu-rep") or data[:8].startswith(b"NVIDIA") or (b"\x00" in data[:4096] and not data.lstrip().startswith((b"{", b"["))):
+    if name.endswith(".ncu-rep") or bytes(data[:4]) == REPORT_MAGIC:
         return _parse_report(bytes(data), cat)
     text = bytes(data).decode("utf-8-sig", errors="replace")
     if "\x00" in text:
@@ -113,7 +114,7 @@ def parse_bytes(data: bytes, filename: str = "", catalog: Catalog | None = None,
 
 # ------------------------------------------------------------------ CSV
 def _find_header(lines: list[str]) -> int:
-    for i, line in enumerate(lines[:500]):
+    for i, line in enumerate(lines[:5000]):
         s = line.lstrip("\ufeff").strip()
         if s.startswith('"ID"') or s.startswith("ID,"):
             return i
@@ -307,10 +308,9 @@ def _num(raw: Any) -> float | None:
 
 # ------------------------------------------------------------------ .ncu-rep
 def _parse_report(data: bytes, cat: Catalog) -> ParseResult:
-    try:
-        import ncu_report  # type: ignore[import-not-found]
-    except ImportError:
-        raise BadInput("this is an .ncu-rep report and the ncu_report module is not installed here", hint=EXPORT_HINT) from None
+    ncu_report = ncu_report_module()
+    if ncu_report is None:
+        raise BadInput("this is an .ncu-rep report and the ncu_report module is not installed here", hint=EXPORT_HINT)
     import os
     import tempfile
 
@@ -331,14 +331,23 @@ def _parse_report(data: bytes, cat: Catalog) -> ParseResult:
 
 
 def _report_profiles(ctx: Any, cat: Catalog) -> Iterable[LaunchProfile]:
+    """Walk an ``ncu_report`` context (API checked against Nsight Compute 2025.3.1's extras/python):
+    ``as_double()`` returns base units (ns, bytes), the same as ``--print-units base``."""
+    demangled = getattr(getattr(ncu_report_module(), "IAction", None), "NameBase_DEMANGLED", None)
     for r in range(ctx.num_ranges()):
         rng = ctx.range_by_idx(r)
         for i in range(rng.num_actions()):
             act = rng.action_by_idx(i)
-            p = LaunchProfile(kernel=str(act.name()), launch_id=f"{r}:{i}")
+            try:
+                kernel = str(act.name(demangled) if demangled is not None else act.name())
+            except Exception:
+                kernel = str(act.name())
+            p = LaunchProfile(kernel=kernel[:500], launch_id=str(i) if ctx.num_ranges() == 1 else f"{r}:{i}")
+            unknown = []
             for mname in act.metric_names():
                 cid = cat.resolve(mname, strict=True)
                 if cid is None:
+                    unknown.append(mname)
                     continue
                 try:
                     v = float(act.metric_by_name(mname).as_double())
@@ -346,4 +355,30 @@ def _report_profiles(ctx: Any, cat: Catalog) -> Iterable[LaunchProfile]:
                     continue
                 if math.isfinite(v):
                     _put(p, cat, cid, mname, v)
+            p.unknown, p.unknown_count = unknown[:50], len(unknown)
+            for rd in _rule_dicts(act):
+                msg = rd.get("rule_message") or {}
+                est = rd.get("speedup_estimation") or {}
+                p.rules.append(RuleResult(
+                    section=str(rd.get("section_identifier") or "")[:200], name=str(rd.get("rule_identifier") or rd.get("name") or "rule")[:200],
+                    type="INF" if msg.get("type") == 1 else "OPT", description=str(msg.get("message") or "")[:4000],
+                    speedup_type={1: "local", 2: "global"}.get(est.get("type"), ""), speedup=parse_number(est.get("speedup")),
+                ))
             yield p
+
+
+def _rule_dicts(act: Any) -> list[dict[str, Any]]:
+    try:
+        out = act.rule_results_as_dicts()
+    except Exception:
+        return []
+    return [d for d in out if isinstance(d, dict)] if isinstance(out, (list, tuple)) else []
+
+
+def ncu_report_module() -> Any:
+    """The imported ``ncu_report`` module, or None."""
+    try:
+        import ncu_report  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    return ncu_report

@@ -20,7 +20,7 @@ from functools import lru_cache
 from typing import Any
 
 from .catalog import load_catalog
-from .messages import message_hits
+from .messages import message_hits, stall_reason_of
 from .signals import load_signals
 
 MAX_CHARS = 4000
@@ -134,6 +134,11 @@ def route(text: str) -> list[dict[str, Any]]:
     if _MESSAGE_HINT.search(low):
         for h in message_hits([{"name": "", "description": raw}]):
             add(h["signal"], 0.9, h["text"])
+    if "stalled" in low or "stall type" in low:
+        reason = stall_reason_of(raw)
+        if reason in STALL_SIGNAL:
+            sig, conf = STALL_SIGNAL[reason]
+            add(sig, min(0.9, conf + 0.05), f"ncu CPIStall message: {reason}")
     out = []
     for sig, found in hits.items():
         miss = 1.0

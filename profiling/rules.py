@@ -16,181 +16,62 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Iterable, Mapping
 
-from pydantic import BaseModel, Field
-
 from .messages import derive_metrics, message_hits
+from .rulebase import (STALL_REASONS, Evaluation, Evidence, Fired, Metrics, Missing, Outcome, clip, fire, g, latency_w, mem_w,
+                       sector_efficiency, share, stall_rule, stall_shares, thr, traffic_share)
 from .signals import SIGNAL_IDS, load_signals
 
-Metrics = Mapping[str, float]
-
-STALL_REASONS = ("barrier", "branch_resolving", "dispatch_stall", "drain", "imc_miss", "lg_throttle", "long_scoreboard",
-                 "math_pipe_throttle", "membar", "mio_throttle", "misc", "no_instruction", "not_selected", "selected",
-                 "short_scoreboard", "sleeping", "tex_throttle", "wait", "gmma", "warpgroup_arrive")
-_FAMILIES = ("", "_samples", "_cycles", "_pct")
-
-
-class Evidence(BaseModel):
-    metric: str
-    value: float | str
-    threshold: float | str | None = None
-    note: str = ""
-
-
-class Fired(BaseModel):
-    signal: str
-    magnitude: float
-    evidence: list[Evidence] = Field(default_factory=list)
-    source: str = "metrics"
-
-
-class Missing(BaseModel):
-    signal: str
-    metrics: list[str]
-
-
-class Evaluation(BaseModel):
-    fired: list[Fired] = Field(default_factory=list)
-    missing: list[Missing] = Field(default_factory=list)
-    stall_shares: dict[str, float] = Field(default_factory=dict)
-
-
-Outcome = Fired | Missing | None
-
-
-# ------------------------------------------------------------------ helpers
-def _g(m: Metrics, key: str) -> float | None:
-    v = m.get(key)
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-        return None
-    return float(v)
-
-
-def _th(signal: str, name: str) -> float:
-    return load_signals()[signal].threshold(name)
-
-
-def _clip(x: float) -> float:
-    return round(max(0.0, min(1.0, x)), 4)
-
-
-def _fire(signal: str, mag: float, *ev: tuple[str, Any, Any] | tuple[str, Any, Any, str]) -> Fired:
-    return Fired(signal=signal, magnitude=_clip(mag), evidence=[
-        Evidence(metric=e[0], value=round(e[1], 4) if isinstance(e[1], float) else e[1], threshold=e[2],
-                 note=e[3] if len(e) > 3 else "") for e in ev])
-
-
-def stall_shares(m: Metrics) -> dict[str, float]:
-    """Share of each stall reason in the warp stall total (``selected`` excluded), from the best series present."""
-    best: dict[str, float] = {}
-    for fam in _FAMILIES:
-        vals = {r: v for r in STALL_REASONS if (v := _g(m, f"stall_{r}{fam}")) is not None and v >= 0}
-        if len(vals) >= 3 and len(vals) > len(best):
-            best = vals
-    total = sum(v for r, v in best.items() if r != "selected")
-    if best and total > 0:
-        return {r: v / total for r, v in best.items() if r != "selected"}
-    return {k[6:-6]: float(v) for k, v in m.items() if k.startswith("stall_") and k.endswith("_share") and _g(m, k) is not None}
-
-
-def _share(m: Metrics, reason: str) -> float | None:
-    shares = stall_shares(m)
-    if not shares:
-        return None
-    return shares.get(reason, 0.0)
-
-
-def _latency_w(m: Metrics) -> float:
-    """0.5..1: how much stalls cost; issue-bound kernels hide them (0.5), idle schedulers expose them (1)."""
-    issue = _g(m, "issue_active_pct")
-    return 0.75 if issue is None else 0.5 + 0.5 * (1 - min(100.0, issue) / 100)
-
-
-def _stall_rule(signal: str, reason: str, weight: Callable[[Metrics], float] = _latency_w) -> Callable[[Metrics], Outcome]:
-    def rule(m: Metrics) -> Outcome:
-        s = _share(m, reason)
-        if s is None:
-            return Missing(signal=signal, metrics=[f"stall_{reason}"])
-        th = _th(signal, "stall_share")
-        if s < th:
-            return None
-        return _fire(signal, s * weight(m), (f"stall_{reason} share", s, th))
-    rule.__name__ = signal.replace("-", "_")
-    rule.__doc__ = f"{signal}: stall '{reason}' share of all warp stalls >= threshold."
-    return rule
-
-
-def _traffic(m: Metrics, kind: str) -> float:
-    ld, st = _g(m, "global_ld_sectors"), _g(m, "global_st_sectors")
-    if ld is None or st is None or ld + st <= 0:
-        return 1.0
-    return (ld if kind == "ld" else st) / (ld + st)
-
-
-def _mem_w(m: Metrics) -> float:
-    v = _g(m, "memory_throughput_pct")
-    v = _g(m, "dram_throughput_pct") if v is None else v
-    return 0.5 if v is None else min(100.0, v) / 100
-
-
-def _sector_efficiency(m: Metrics) -> float:
-    effs = []
-    for kind in ("ld", "st"):
-        bps = _g(m, f"bytes_per_sector_global_{kind}")
-        if bps is not None and bps > 0:
-            effs.append((_traffic(m, kind), min(32.0, bps) / 32))
-    w = sum(t for t, _ in effs)
-    return 1.0 if not effs or w <= 0 else sum(t * e for t, e in effs) / w
-
+__all__ = ["RULES", "STALL_REASONS", "Evaluation", "Evidence", "Fired", "Missing", "Outcome", "evaluate", "stall_shares"]
 
 # ------------------------------------------------------------------ rules
 def small_grid(m: Metrics) -> Outcome:
     """Fewer blocks than SMs: magnitude = share of SMs left idle."""
-    grid, sms = _g(m, "grid_size"), _g(m, "sm_count")
+    grid, sms = g(m, "grid_size"), g(m, "sm_count")
     if grid is None or sms is None or sms <= 0:
         return Missing(signal="small-grid", metrics=["grid_size", "sm_count"])
-    th = _th("small-grid", "grid_per_sm")
+    th = thr("small-grid", "grid_per_sm")
     if grid >= th * sms:
         return None
-    return _fire("small-grid", 1 - grid / sms, ("launch__grid_size", grid, f"< launch__sm_count ({sms:g})"))
+    return fire("small-grid", 1 - grid / sms, ("launch__grid_size", grid, f"< launch__sm_count ({sms:g})"))
 
 
 def _blocks_per_sm(m: Metrics) -> float | None:
     lims = [v for k in ("occ_limit_registers", "occ_limit_shared_mem", "occ_limit_warps", "occ_limit_blocks", "occ_limit_barriers")
-            if (v := _g(m, k)) is not None and v > 0]
+            if (v := g(m, k)) is not None and v > 0]
     return min(lims) if lims else None
 
 
 def tail_effect(m: Metrics) -> Outcome:
     """At least one full wave plus a partial one: magnitude = idle share of the last wave over all waves."""
-    grid, sms, bps = _g(m, "grid_size"), _g(m, "sm_count"), _blocks_per_sm(m)
-    full_msg, part_msg = _g(m, "msg_full_waves"), _g(m, "msg_partial_blocks")
+    grid, sms, bps = g(m, "grid_size"), g(m, "sm_count"), _blocks_per_sm(m)
+    full_msg, part_msg = g(m, "msg_full_waves"), g(m, "msg_partial_blocks")
     if grid and sms and bps:
         wave = bps * sms
         full, rem = math.floor(grid / wave), grid - math.floor(grid / wave) * wave
     elif grid and full_msg and part_msg is not None and full_msg > 0:
         full, rem = int(full_msg), part_msg
         wave = (grid - rem) / full_msg
-    elif (waves := _g(m, "waves_per_sm")) is not None:
+    elif (waves := g(m, "waves_per_sm")) is not None:
         full, wave = math.floor(waves), 1.0
         rem = waves - full
     else:
         return Missing(signal="tail-effect", metrics=["grid_size", "sm_count", "occ_limit_warps", "waves_per_sm"])
-    if full < 1 or rem <= 0 or wave <= 0 or full > _th("tail-effect", "max_full_waves"):
+    if full < 1 or rem <= 0 or wave <= 0 or full > thr("tail-effect", "max_full_waves"):
         return None
     fill = rem / wave
     mag = (1 - fill) / (full + 1)
-    if mag < _th("tail-effect", "min_magnitude"):
+    if mag < thr("tail-effect", "min_magnitude"):
         return None
-    return _fire("tail-effect", mag, ("full waves", float(full), f"<= {_th('tail-effect', 'max_full_waves'):g}"),
-                 ("last wave fill", fill, "< 1", f"{rem:g} of {wave:g} block slots"))
+    return fire("tail-effect", mag, ("full waves", float(full), f"<= {thr('tail-effect', 'max_full_waves'):g}"),
+                 ("last wave fill (launch__grid_size vs launch__sm_count x min launch__occupancy_limit_*)", fill, "< 1", f"{rem:g} of {wave:g} block slots"))
 
 
 def load_imbalance(m: Metrics) -> Outcome:
     """Busiest SM much longer than the average, beyond what block-count quantization explains."""
-    mx, avg = _g(m, "sm_active_cycles_max"), _g(m, "sm_active_cycles")
+    mx, avg = g(m, "sm_active_cycles_max"), g(m, "sm_active_cycles")
     if mx is None or avg is None or avg <= 0:
         return Missing(signal="load-imbalance", metrics=["sm_active_cycles_max", "sm_active_cycles"])
-    grid, sms = _g(m, "grid_size"), _g(m, "sm_count")
+    grid, sms = g(m, "grid_size"), g(m, "sm_count")
     expected = 1.0
     if grid and sms:
         if grid < sms:
@@ -198,26 +79,26 @@ def load_imbalance(m: Metrics) -> Outcome:
         per = grid / sms
         expected = math.ceil(per) / per
     ratio = mx / avg / expected
-    th = _th("load-imbalance", "max_over_avg")
+    th = thr("load-imbalance", "max_over_avg")
     if ratio <= th:
         return None
-    return _fire("load-imbalance", 1 - 1 / ratio, ("sm__cycles_active.max / avg", mx / avg, th, f"quantization alone explains {expected:.2f}"))
+    return fire("load-imbalance", 1 - 1 / ratio, ("sm__cycles_active.max / sm__cycles_active.avg", mx / avg, th, f"quantization alone explains {expected:.2f}"))
 
 
 def _access(signal: str, kind: str) -> Callable[[Metrics], Outcome]:
     def rule(m: Metrics) -> Outcome:
-        bps = _g(m, f"bytes_per_sector_global_{kind}")
-        th = _th(signal, "bytes_per_sector")
+        bps = g(m, f"bytes_per_sector_global_{kind}")
+        th = thr(signal, "bytes_per_sector")
         if bps is not None and bps > 0:
             if bps >= th:
                 return None
-            waste, traffic = 1 - bps / 32, _traffic(m, kind)
-            return _fire(signal, waste * traffic * _mem_w(m), (f"bytes used per sector (global {kind})", bps, f"< {th:g} of 32"),
-                         (f"share of global sectors that are {kind}", traffic, None), ("memory throughput %", _mem_w(m) * 100, None))
-        if kind == "ld" and (ex := _g(m, "l2_excessive_sectors")) is not None and (tot := _g(m, "l2_theoretical_sectors_global")):
+            waste, traffic = 1 - bps / 32, traffic_share(m, kind)
+            return fire(signal, waste * traffic * mem_w(m), (f"smsp__sass_average_data_bytes_per_sector_mem_global_op_{kind}.ratio", bps, f"< {th:g} of 32"),
+                         (f"l1tex__t_sectors_pipe_lsu_mem_global_op_{kind}.sum share of global sectors", traffic, None), ("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed", mem_w(m) * 100, None))
+        if kind == "ld" and (ex := g(m, "l2_excessive_sectors")) is not None and (tot := g(m, "l2_theoretical_sectors_global")):
             share = ex / tot
-            return _fire(signal, share * _mem_w(m), ("excessive L2 sectors share", share, _th(signal, "excessive_share"))) \
-                if share >= _th(signal, "excessive_share") else None
+            return fire(signal, share * mem_w(m), ("derived__memory_l2_theoretical_sectors_global_excessive / memory_l2_theoretical_sectors_global", share, thr(signal, "excessive_share"))) \
+                if share >= thr(signal, "excessive_share") else None
         return Missing(signal=signal, metrics=[f"bytes_per_sector_global_{kind}"])
     rule.__name__ = signal.replace("-", "_")
     return rule
@@ -229,42 +110,42 @@ sparse_stores = _access("sparse-stores", "st")
 
 def smem_bank_conflicts(m: Metrics) -> Outcome:
     """Bank conflicts as a share of shared-memory wavefronts, weighted by the MIO stalls they cause."""
-    c = [_g(m, "smem_conflicts_ld"), _g(m, "smem_conflicts_st")]
-    w = [_g(m, "smem_wavefronts_ld"), _g(m, "smem_wavefronts_st")]
+    c = [g(m, "smem_conflicts_ld"), g(m, "smem_conflicts_st")]
+    w = [g(m, "smem_wavefronts_ld"), g(m, "smem_wavefronts_st")]
     if None in c or None in w:
-        c, w = [_g(m, "smem_conflicts")], [_g(m, "smem_wavefronts")]
+        c, w = [g(m, "smem_conflicts")], [g(m, "smem_wavefronts")]
     if None in c or None in w:
         return Missing(signal="smem-bank-conflicts", metrics=["smem_conflicts_ld", "smem_wavefronts_ld"])
     conflicts, waves = sum(c), sum(w)  # type: ignore[arg-type]
     if waves <= 0:
         return None
-    frac, th = conflicts / waves, _th("smem-bank-conflicts", "conflict_share")
+    frac, th = conflicts / waves, thr("smem-bank-conflicts", "conflict_share")
     if frac < th:
         return None
     shares = stall_shares(m)
     stall = shares.get("mio_throttle", 0.0) + shares.get("short_scoreboard", 0.0) if shares else 0.4
-    return _fire("smem-bank-conflicts", frac * max(stall, 0.3), ("bank conflicts / shared wavefronts", frac, th),
-                 ("mio_throttle + short_scoreboard share", stall, None))
+    return fire("smem-bank-conflicts", frac * max(stall, 0.3), ("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_{ld,st}.sum / l1tex__data_pipe_lsu_wavefronts_mem_shared_op_{ld,st}.sum", frac, th),
+                 ("stall share mio_throttle + short_scoreboard", stall, None))
 
 
 def long_scoreboard(m: Metrics) -> Outcome:
     """L1TEX-latency stalls; at stake only while DRAM bandwidth is not saturated."""
-    s = _share(m, "long_scoreboard")
+    s = share(m, "long_scoreboard")
     if s is None:
         return Missing(signal="long-scoreboard", metrics=["stall_long_scoreboard"])
-    th = _th("long-scoreboard", "stall_share")
+    th = thr("long-scoreboard", "stall_share")
     if s < th:
         return None
-    dram = _g(m, "dram_throughput_pct") or 0.0
-    return _fire("long-scoreboard", s * (1 - min(100.0, dram) / 100), ("stall_long_scoreboard share", s, th),
-                 ("DRAM throughput %", dram, None, "latency matters while DRAM is not saturated"))
+    dram = g(m, "dram_throughput_pct") or 0.0
+    return fire("long-scoreboard", s * (1 - min(100.0, dram) / 100), ("stall share long_scoreboard (smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio / all reasons)", s, th),
+                 ("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", dram, None, "latency matters while DRAM is not saturated"))
 
 
-mio_throttle = _stall_rule("mio-throttle", "mio_throttle")
-short_scoreboard = _stall_rule("short-scoreboard", "short_scoreboard")
-lg_throttle = _stall_rule("lg-throttle", "lg_throttle")
-membar_stalls = _stall_rule("membar-stalls", "membar")
-math_pipe_throttle = _stall_rule("math-pipe-throttle", "math_pipe_throttle", lambda m: 0.6)
+mio_throttle = stall_rule("mio-throttle", "mio_throttle")
+short_scoreboard = stall_rule("short-scoreboard", "short_scoreboard")
+lg_throttle = stall_rule("lg-throttle", "lg_throttle")
+membar_stalls = stall_rule("membar-stalls", "membar")
+math_pipe_throttle = stall_rule("math-pipe-throttle", "math_pipe_throttle", lambda m: 0.6)
 
 
 def barrier_stalls(m: Metrics) -> Outcome:
@@ -272,79 +153,79 @@ def barrier_stalls(m: Metrics) -> Outcome:
     shares = stall_shares(m)
     if not shares:
         return Missing(signal="barrier-stalls", metrics=["stall_barrier"])
-    s, th = shares.get("barrier", 0.0), _th("barrier-stalls", "stall_share")
+    s, th = shares.get("barrier", 0.0), thr("barrier-stalls", "stall_share")
     if s < th or s < max(shares.get("short_scoreboard", 0.0), shares.get("mio_throttle", 0.0)):
         return None
-    return _fire("barrier-stalls", s * _latency_w(m), ("stall_barrier share", s, th))
+    return fire("barrier-stalls", s * latency_w(m), ("stall share barrier (smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio / all reasons)", s, th))
 
 
 def instruction_fetch_stalls(m: Metrics) -> Outcome:
     """no_instruction stalls in a kernel long enough that a cold instruction cache does not explain them."""
-    s = _share(m, "no_instruction")
+    s = share(m, "no_instruction")
     if s is None:
         return Missing(signal="instruction-fetch-stalls", metrics=["stall_no_instruction"])
-    th, dur = _th("instruction-fetch-stalls", "stall_share"), _g(m, "duration")
-    if s < th or (dur is not None and dur < _th("instruction-fetch-stalls", "min_duration_ns")):
+    th, dur = thr("instruction-fetch-stalls", "stall_share"), g(m, "duration")
+    if s < th or (dur is not None and dur < thr("instruction-fetch-stalls", "min_duration_ns")):
         return None
-    return _fire("instruction-fetch-stalls", s * _latency_w(m), ("stall_no_instruction share", s, th))
+    return fire("instruction-fetch-stalls", s * latency_w(m), ("stall share no_instruction (smsp__average_warps_issue_stalled_no_instruction_per_issue_active.ratio / all reasons)", s, th))
 
 
 def dram_bound(m: Metrics) -> Outcome:
     """DRAM throughput high and above compute; magnitude scaled by the useful share of each sector."""
-    dram = _g(m, "dram_throughput_pct")
+    dram = g(m, "dram_throughput_pct")
     if dram is None:
         return Missing(signal="dram-bound", metrics=["dram_throughput_pct"])
-    th, sm = _th("dram-bound", "dram_pct"), _g(m, "sm_throughput_pct")
+    th, sm = thr("dram-bound", "dram_pct"), g(m, "sm_throughput_pct")
     if dram < th or (sm is not None and sm > dram):
         return None
-    eff = _sector_efficiency(m)
+    eff = sector_efficiency(m)
     shares = stall_shares(m)
-    sat = max(0.0, min(1.0, (dram - th) / (_th("dram-bound", "saturated_pct") - th)))
+    sat = max(0.0, min(1.0, (dram - th) / (thr("dram-bound", "saturated_pct") - th)))
     memstall = sum(shares.get(r, 0.0) for r in ("long_scoreboard", "lg_throttle", "tex_throttle", "drain")) if shares else 1.0
     w = max(sat, min(1.0, memstall))
-    return _fire("dram-bound", dram / 100 * eff * w, ("DRAM throughput %", dram, th), ("useful bytes per sector / 32", eff, None),
-                 ("warps waiting on memory (share) or DRAM saturation", w, None))
+    return fire("dram-bound", dram / 100 * eff * w, ("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", dram, th), ("useful bytes per sector / 32 (smsp__sass_average_data_bytes_per_sector_mem_global_op_*.ratio)", eff, None),
+                 ("stall share long_scoreboard + lg_throttle + tex_throttle + drain, or DRAM saturation", w, None))
 
 
 def l2_bound(m: Metrics) -> Outcome:
-    l2, dram, hit = _g(m, "l2_throughput_pct"), _g(m, "dram_throughput_pct"), _g(m, "l2_hit_rate")
+    l2, dram, hit = g(m, "l2_throughput_pct"), g(m, "dram_throughput_pct"), g(m, "l2_hit_rate")
     if l2 is None or hit is None:
         return Missing(signal="l2-bound", metrics=["l2_throughput_pct", "l2_hit_rate"])
-    th, hth = _th("l2-bound", "l2_pct"), _th("l2-bound", "l2_hit_rate")
+    th, hth = thr("l2-bound", "l2_pct"), thr("l2-bound", "l2_hit_rate")
     if l2 < th or hit < hth or (dram is not None and dram >= l2):
         return None
-    return _fire("l2-bound", l2 / 100, ("L2 throughput %", l2, th), ("L2 hit rate %", hit, hth))
+    return fire("l2-bound", l2 / 100, ("lts__throughput.avg.pct_of_peak_sustained_elapsed", l2, th), ("lts__t_sector_hit_rate.pct", hit, hth))
 
 
 def cache_thrashing(m: Metrics) -> Outcome:
     """Needs the unique bytes the kernel must read (not in an ncu export) to tell re-reads from streaming."""
-    rd, uniq, hit = _g(m, "dram_bytes_read"), _g(m, "unique_bytes"), _g(m, "l2_hit_rate")
+    rd, uniq, hit = g(m, "dram_bytes_read"), g(m, "unique_bytes"), g(m, "l2_hit_rate")
     if rd is None or uniq is None or hit is None or uniq <= 0:
-        return Missing(signal="cache-thrashing", metrics=[k for k in ("dram_bytes_read", "unique_bytes", "l2_hit_rate") if _g(m, k) is None])
-    reuse, hth = rd / uniq, _th("cache-thrashing", "l2_hit_rate")
-    if reuse < _th("cache-thrashing", "reuse") or hit >= hth:
+        return Missing(signal="cache-thrashing", metrics=[k for k in ("dram_bytes_read", "unique_bytes", "l2_hit_rate") if g(m, k) is None])
+    reuse, hth = rd / uniq, thr("cache-thrashing", "l2_hit_rate")
+    if reuse < thr("cache-thrashing", "reuse") or hit >= hth:
         return None
-    dram = _g(m, "dram_throughput_pct") or 50.0
-    return _fire("cache-thrashing", (1 - 1 / reuse) * dram / 100, ("dram bytes read / unique bytes", reuse, _th("cache-thrashing", "reuse")),
-                 ("L2 hit rate %", hit, hth))
+    dram = g(m, "dram_throughput_pct") or 50.0
+    return fire("cache-thrashing", (1 - 1 / reuse) * dram / 100, ("dram__bytes_read.sum / unique bytes", reuse, thr("cache-thrashing", "reuse")),
+                 ("lts__t_sector_hit_rate.pct", hit, hth))
 
 
 def fma_bound(m: Metrics) -> Outcome:
-    fma = _g(m, "pipe_fma_cycles_pct")
-    fma = _g(m, "pipe_fma_inst_pct") if fma is None else fma
+    fma = g(m, "pipe_fma_cycles_pct")
+    fma = g(m, "pipe_fma_inst_pct") if fma is None else fma
     if fma is None:
         return Missing(signal="fma-bound", metrics=["pipe_fma_cycles_pct"])
-    th = _th("fma-bound", "fma_pct")
+    th = thr("fma-bound", "fma_pct")
     if fma < th:
         return None
-    tpi = _g(m, "threads_per_inst") or 32.0
-    return _fire("fma-bound", _th("fma-bound", "weight") * fma / 100 * min(1.0, tpi / 32), ("FMA pipe % of active cycles", fma, th),
-                 ("active threads per instruction", tpi, None, "lanes idle by divergence do no useful FMA work"))
+    tpi = g(m, "threads_per_inst") or 32.0
+    return fire("fma-bound", thr("fma-bound", "weight") * fma / 100 * min(1.0, tpi / 32), ("sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active", fma, th),
+                 ("smsp__thread_inst_executed_per_inst_executed.ratio", tpi, None, "lanes idle by divergence do no useful FMA work"))
 
 
 def _tensor(m: Metrics) -> float | None:
     vals = [v for k in ("pipe_tensor_cycles_pct", "pipe_tensor_gmma_cycles_pct", "pipe_tensor_hmma_cycles_pct", "pipe_tc_cycles_pct")
-            if (v := _g(m, k)) is not None]
+            if (v := g(m, k)) is not None]
     return max(vals) if vals else None
 
 
@@ -352,56 +233,60 @@ def tensor_pipe_bound(m: Metrics) -> Outcome:
     t = _tensor(m)
     if t is None:
         return Missing(signal="tensor-pipe-bound", metrics=["pipe_tensor_cycles_pct"])
-    th = _th("tensor-pipe-bound", "tensor_pct")
-    return _fire("tensor-pipe-bound", 0.6 * t / 100, ("tensor pipe % of active cycles", t, th)) if t >= th else None
+    th = thr("tensor-pipe-bound", "tensor_pct")
+    return fire("tensor-pipe-bound", 0.6 * t / 100, ("sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active (max over tensor pipes)", t, th)) if t >= th else None
 
 
 def tensor_pipe_underused(m: Metrics) -> Outcome:
     t = _tensor(m)
     if t is None:
         return Missing(signal="tensor-pipe-underused", metrics=["pipe_tensor_cycles_pct"])
-    th, lo = _th("tensor-pipe-underused", "tensor_pct"), _th("tensor-pipe-underused", "min_tensor_pct")
+    th, lo = thr("tensor-pipe-underused", "tensor_pct"), thr("tensor-pipe-underused", "min_tensor_pct")
     if not lo <= t < th:
         return None
-    return _fire("tensor-pipe-underused", 0.5 * (1 - t / 100), ("tensor pipe % of active cycles", t, f"{lo:g}..{th:g}"))
+    return fire("tensor-pipe-underused", 0.5 * (1 - t / 100), ("sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active (max over tensor pipes)", t, f"{lo:g}..{th:g}"))
 
 
 def register_spilling(m: Metrics) -> Outcome:
     """Local-memory traffic (spills, local arrays) relative to global traffic."""
-    local = [_g(m, k) for k in ("local_ld_sectors", "local_st_sectors")]
-    glob = _g(m, "global_ld_sectors")
-    th = _th("register-spilling", "local_share")
+    local = [g(m, k) for k in ("local_ld_sectors", "local_st_sectors")]
+    glob = g(m, "global_ld_sectors")
+    th = thr("register-spilling", "local_share")
     if None not in local and glob is not None:
         loc = sum(local)  # type: ignore[arg-type]
         if loc <= 0 or local[0] < th * glob:  # type: ignore[operator]
             return None
-        frac = loc / (loc + glob + (_g(m, "global_st_sectors") or 0.0))
-    elif (pct := _g(m, "spill_requests_pct")) is not None:
+        frac = loc / (loc + glob + (g(m, "global_st_sectors") or 0.0))
+    elif (pct := g(m, "spill_requests_pct")) is not None:
         frac = pct / 100
         if frac < th:
             return None
     else:
         return Missing(signal="register-spilling", metrics=["local_ld_sectors", "local_st_sectors", "global_ld_sectors"])
     shares = stall_shares(m)
-    w = max(_mem_w(m), shares.get("lg_throttle", 0.0) + shares.get("long_scoreboard", 0.0) if shares else 0.0, 0.3)
-    return _fire("register-spilling", frac * w, ("local share of L1 sectors", frac, th), ("memory / LSU pressure", w, None))
+    w = max(mem_w(m), shares.get("lg_throttle", 0.0) + shares.get("long_scoreboard", 0.0) if shares else 0.0, 0.3)
+    return fire("register-spilling", frac * w, ("l1tex__t_sectors_pipe_lsu_mem_local_op_{ld,st}.sum share of L1 sectors", frac, th), ("max(memory throughput, stall share lg_throttle + long_scoreboard)", w, None))
+
+
+LIMIT_NAMES = {"occ_limit_registers": "launch__occupancy_limit_registers", "occ_limit_shared_mem": "launch__occupancy_limit_shared_mem",
+               "occ_limit_warps": "launch__occupancy_limit_warps", "occ_limit_blocks": "launch__occupancy_limit_blocks"}
 
 
 def _occupancy(signal: str, limiter_keys: tuple[str, ...]) -> Callable[[Metrics], Outcome]:
     def rule(m: Metrics) -> Outcome:
-        theo = _g(m, "theoretical_occupancy")
+        theo = g(m, "theoretical_occupancy")
         lims = {k: v for k in ("occ_limit_registers", "occ_limit_shared_mem", "occ_limit_warps", "occ_limit_blocks")
-                if (v := _g(m, k)) is not None}
+                if (v := g(m, k)) is not None}
         if theo is None or len(lims) < 2:
             return Missing(signal=signal, metrics=["theoretical_occupancy", "occ_limit_registers", "occ_limit_shared_mem", "occ_limit_warps"])
-        th = _th(signal, "theoretical_pct")
+        th = thr(signal, "theoretical_pct")
         limiter = min(lims, key=lambda k: (lims[k], ("occ_limit_registers", "occ_limit_shared_mem", "occ_limit_blocks", "occ_limit_warps").index(k)))
         if theo > th or limiter not in limiter_keys:
             return None
-        issue = _g(m, "issue_active_pct")
+        issue = g(m, "issue_active_pct")
         w = 0.5 if issue is None else 1 - min(100.0, issue) / 100
-        return _fire(signal, (1 - theo / 100) * w, ("theoretical occupancy %", theo, th), (limiter, lims[limiter], "smallest block limit"),
-                     ("issue slots idle", w, None))
+        return fire(signal, (1 - theo / 100) * w, ("sm__maximum_warps_per_active_cycle_pct", theo, th), (LIMIT_NAMES[limiter], lims[limiter], "smallest block limit"),
+                     ("1 - smsp__issue_active.avg.pct_of_peak_sustained_active", w, None))
     rule.__name__ = signal.replace("-", "_")
     return rule
 
@@ -412,59 +297,59 @@ occupancy_block_size = _occupancy("occupancy-block-size", ("occ_limit_blocks", "
 
 
 def warp_divergence(m: Metrics) -> Outcome:
-    tpi, uni = _g(m, "threads_per_inst"), _g(m, "branch_uniform_pct")
+    tpi, uni = g(m, "threads_per_inst"), g(m, "branch_uniform_pct")
     if tpi is None and uni is None:
         return Missing(signal="warp-divergence", metrics=["threads_per_inst"])
-    busy = max(_g(m, "issue_active_pct") or 0.0, _g(m, "sm_throughput_pct") or 0.0) or 70.0
-    th = _th("warp-divergence", "threads_per_inst")
+    busy = max(g(m, "issue_active_pct") or 0.0, g(m, "sm_throughput_pct") or 0.0) or 70.0
+    th = thr("warp-divergence", "threads_per_inst")
     if tpi is not None:
-        return _fire("warp-divergence", (1 - tpi / 32) * busy / 100, ("active threads per instruction", tpi, f"< {th:g}"),
-                     ("issue / SM busy %", busy, None)) if tpi < th else None
-    return _fire("warp-divergence", 0.5 * (1 - uni / 100) * busy / 100, ("uniform branch targets %", uni, "< 90")) if uni < 90 else None  # type: ignore[operator]
+        return fire("warp-divergence", (1 - tpi / 32) * busy / 100, ("smsp__thread_inst_executed_per_inst_executed.ratio", tpi, f"< {th:g}"),
+                     ("max(issue active %, sm__throughput %)", busy, None)) if tpi < th else None
+    return fire("warp-divergence", 0.5 * (1 - uni / 100) * busy / 100, ("smsp__sass_average_branch_targets_threads_uniform.pct", uni, "< 90")) if uni < 90 else None  # type: ignore[operator]
 
 
 def atomic_contention(m: Metrics) -> Outcome:
     """Atomic/reduction sectors a large share of L2 traffic while no unit is busy (serialization)."""
-    atom = [v for k in ("l2_tex_red_sectors", "l2_tex_atom_sectors", "l2_sectors_red", "l2_sectors_atom") if (v := _g(m, k)) is not None]
-    total = _g(m, "l2_sectors")
+    atom = [v for k in ("l2_tex_red_sectors", "l2_tex_atom_sectors", "l2_sectors_red", "l2_sectors_atom") if (v := g(m, k)) is not None]
+    total = g(m, "l2_sectors")
     if not atom or total is None:
         return Missing(signal="atomic-contention", metrics=["l2_tex_red_sectors", "l2_tex_atom_sectors", "l2_sectors"])
     a = max(sum(atom[:2]), sum(atom[2:]))
-    share, th = (a / total if total > 0 else 0.0), _th("atomic-contention", "atomic_share")
+    share, th = (a / total if total > 0 else 0.0), thr("atomic-contention", "atomic_share")
     if share < th:
         return None
-    busy = max(_g(m, "sm_throughput_pct") or 0.0, _g(m, "memory_throughput_pct") or 0.0)
-    return _fire("atomic-contention", share * max(0.5, 1 - busy / 100), ("atomic+reduction share of L2 sectors", share, th),
-                 ("busiest unit %", busy, None, "low throughput with many atomics = serialization"))
+    busy = max(g(m, "sm_throughput_pct") or 0.0, g(m, "memory_throughput_pct") or 0.0)
+    return fire("atomic-contention", share * max(0.5, 1 - busy / 100), ("lts__t_sectors_srcunit_tex_op_{red,atom}.sum / lts__t_sectors.sum", share, th),
+                 ("max(sm__throughput, gpu__compute_memory_throughput) %", busy, None, "low throughput with many atomics = serialization"))
 
 
 def launch_overhead(m: Metrics) -> Outcome:
     """Kernels of a few microseconds; stronger evidence when the export holds several such launches."""
-    dur = _g(m, "duration")
+    dur = g(m, "duration")
     if dur is None:
         return Missing(signal="launch-overhead", metrics=["duration"])
-    th, cost = _th("launch-overhead", "duration_ns"), _th("launch-overhead", "launch_cost_ns")
-    if dur >= th:
+    th, cost = thr("launch-overhead", "duration_ns"), thr("launch-overhead", "launch_cost_ns")
+    if dur >= th or dur <= 0:
         return None
-    n = _g(m, "export_short_launches") or 1.0
+    n = g(m, "export_short_launches") or 1.0
     mag = cost / (cost + dur) * (1.0 if n >= 2 else 0.5)
-    return _fire("launch-overhead", mag, ("gpu__time_duration (ns)", dur, th), ("short launches in this export", n, ">= 2 for full weight"))
+    return fire("launch-overhead", mag, ("gpu__time_duration.sum (ns)", dur, th), ("short launches in this export", n, ">= 2 for full weight"))
 
 
 def low_ipc(m: Metrics) -> Outcome:
     """Schedulers mostly idle on dependent-instruction latency (wait, dispatch, branch) with no unit busy."""
-    issue = _g(m, "issue_active_pct")
+    issue = g(m, "issue_active_pct")
     if issue is None:
         return Missing(signal="low-ipc", metrics=["issue_active_pct"])
-    th, sol = _th("low-ipc", "issue_pct"), _th("low-ipc", "both_sol_pct")
-    busy = max(_g(m, "sm_throughput_pct") or 0.0, _g(m, "memory_throughput_pct") or 0.0)
+    th, sol = thr("low-ipc", "issue_pct"), thr("low-ipc", "both_sol_pct")
+    busy = max(g(m, "sm_throughput_pct") or 0.0, g(m, "memory_throughput_pct") or 0.0)
     if issue >= th or busy >= sol:
         return None
     shares = stall_shares(m)
     dep = sum(shares.get(r, 0.0) for r in ("wait", "dispatch_stall", "misc", "branch_resolving")) if shares else 0.3
     mag = (1 - issue / 100) * dep
-    return _fire("low-ipc", mag, ("issue active %", issue, th), ("busiest unit %", busy, sol),
-                 ("wait + dispatch + misc + branch_resolving share", dep, None)) if mag >= 0.05 else None
+    return fire("low-ipc", mag, ("smsp__issue_active.avg.pct_of_peak_sustained_active", issue, th), ("max(sm__throughput, gpu__compute_memory_throughput) %", busy, sol),
+                 ("stall share wait + dispatch_stall + misc + branch_resolving", dep, None)) if mag >= 0.05 else None
 
 
 RULES: dict[str, Callable[[Metrics], Outcome]] = {
@@ -485,7 +370,7 @@ assert set(RULES) == set(SIGNAL_IDS)
 def evaluate(metrics: Metrics, messages: Iterable[Any] = (), context: Mapping[str, float] | None = None) -> Evaluation:
     """Run every rule; fill Missing signals from rule messages; damp explained symptoms; rank by magnitude."""
     msgs = list(messages)
-    m: dict[str, float] = {k: float(v) for k, v in metrics.items() if _g(metrics, k) is not None}
+    m: dict[str, float] = {k: float(v) for k, v in metrics.items() if g(metrics, k) is not None}
     for k, v in derive_metrics(msgs).items():
         m.setdefault(k, v)
     m.update(context or {})
@@ -502,9 +387,9 @@ def evaluate(metrics: Metrics, messages: Iterable[Any] = (), context: Mapping[st
             missing[sig] = out
     for hit in message_hits(msgs):
         sig = hit["signal"]
-        mag = hit["magnitude"] * (_mem_w(m) if sig in ("uncoalesced-global", "sparse-stores") else 1.0)
+        mag = hit["magnitude"] * (mem_w(m) if sig in ("uncoalesced-global", "sparse-stores") else 1.0)
         if sig in missing and (sig not in fired or mag > fired[sig].magnitude):
-            fired[sig] = Fired(signal=sig, magnitude=_clip(mag), source="rule-message",
+            fired[sig] = Fired(signal=sig, magnitude=clip(mag), source="rule-message",
                                evidence=[Evidence(metric=f"ncu rule {hit['rule']}", value=hit["text"], threshold=None)])
     for sig in fired:
         missing.pop(sig, None)
@@ -513,7 +398,7 @@ def evaluate(metrics: Metrics, messages: Iterable[Any] = (), context: Mapping[st
         for sym in defs[cause].explains:
             s = fired.get(sym)
             if s is not None and s is not f and f.magnitude >= 0.5 * s.magnitude and not any(e.metric == "explained by" for e in s.evidence):
-                s.magnitude = _clip(s.magnitude * 0.5)
+                s.magnitude = clip(s.magnitude * 0.5)
                 s.evidence.append(Evidence(metric="explained by", value=cause, threshold=None, note="symptom of a stronger cause; ranked lower"))
     order = {s: i for i, s in enumerate(SIGNAL_IDS)}
     ranked = sorted(fired.values(), key=lambda f: (-f.magnitude, order[f.signal]))

@@ -55,6 +55,17 @@ class SignalDef(BaseModel):
         return self.model_dump()
 
 
+def as_list() -> list[dict[str, Any]]:
+    """Every signal as plain data, with the catalog metrics that feed it (for ``GET /signals``)."""
+    from .catalog import load_catalog
+
+    feeds: dict[str, list[str]] = {}
+    for m in load_catalog().metrics:
+        for sig in m.feeds:
+            feeds.setdefault(sig, []).append(m.primary)
+    return [{**s.public(), "metrics": feeds.get(s.id, [])} for s in load_signals().values()]
+
+
 @lru_cache(maxsize=4)
 def load_signals(path: Path | None = None) -> dict[str, SignalDef]:
     """All signals by id, in file order."""

@@ -172,6 +172,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         await asyncio.to_thread(_reload_locked, state)
         return {"status": "ok", "index": state.get().manifest.model_dump()}
 
+    from kwiki.service import diagnose_api; app.include_router(diagnose_api.router)  # noqa: E702 - /diagnose, /signals
+    from kwiki.service import web; app.include_router(web.router)  # noqa: E702 - the search page (GET /)
+    from kwiki.service import ledger_api; app.include_router(ledger_api.router)  # noqa: E702 - GET|POST /ledger
+    from kwiki.service.limits import BodySizeLimit
+
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_upload_bytes)  # 413 before any endpoint reads a body
     return app
 
 

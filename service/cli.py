@@ -68,6 +68,7 @@ def ingest(
     index_dir: IndexDir = None,
     json_out: JsonOut = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
+    ledger: Annotated[Optional[list[Path]], typer.Option("--ledger", help="Ledger workspace whose candidates to index (type experience); repeatable")] = None,
 ) -> None:
     """Read corpora and build a new index (switched in atomically when complete)."""
     from rich.console import Console
@@ -89,8 +90,9 @@ def ingest(
                     tasks[stage] = bar.add_task({"read": "reading pages", "embed": "embedding chunks"}.get(stage, stage), total=total)
                 bar.update(tasks[stage], completed=done, total=total)
 
+            extra = _ledger_pages(ledger or [], console)
             result = build_index(settings.index_dir, roots, threads=settings.torch_threads,
-                                 max_page_bytes=settings.max_page_bytes, progress=progress)
+                                 max_page_bytes=settings.max_page_bytes, progress=progress, extra_pages=extra)
     except Exception as exc:  # noqa: BLE001
         _fail(exc)
         return
@@ -98,6 +100,20 @@ def ingest(
         _print_json({"path": str(result.path), "manifest": result.manifest.model_dump(), "report": result.report.model_dump()})
         return
     _print_report(console, result)
+
+
+def _ledger_pages(dirs: list[Path], console: Any) -> list:
+    """Pages for the candidates of ``kwiki ingest --ledger DIR`` (skipped lines are reported, not fatal)."""
+    if not dirs:
+        return []
+    from rich.markup import escape
+
+    from kwiki.ingest.ledger_pages import ledger_pages
+
+    pages, problems = ledger_pages(dirs)
+    for p in problems:
+        console.print(f"[yellow]ledger: {escape(f'{p.file}:{p.line}: {p.reason}')} (skipped)", highlight=False)
+    return pages
 
 
 def _print_report(console: Any, result: Any) -> None:
@@ -222,6 +238,99 @@ def serve(
 
     # One worker: the index and model live in this process (see README, "Workers").
     uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level="info")
+
+
+@app.command()
+def validate(
+    corpus: Annotated[Path, typer.Option("--corpus", "-c", help="Corpus root to check")] = Path("corpus"),
+    json_out: JsonOut = False,
+) -> None:
+    """Check a corpus: schema, vocabulary, ids, links, the 'verified' rule, code blocks, artifacts."""
+    from kwiki.ingest.validate import validate_corpus
+
+    problems = validate_corpus(corpus)
+    errors = [p for p in problems if p.level == "error"]
+    if json_out:
+        _print_json([p.__dict__ for p in problems])
+    else:
+        for p in problems:
+            typer.echo(str(p))
+        typer.echo(f"{len(errors)} errors, {len(problems) - len(errors)} warnings")
+    raise typer.Exit(1 if errors else 0)
+
+
+@app.command()
+def diagnose(
+    path: Annotated[Path, typer.Argument(help="ncu export: --page raw --csv, --page details --csv, plain --csv, JSON {metric: value}, .ncu-rep; '-' reads stdin")],
+    k: Annotated[int, typer.Option("-k", help="Pages per signal")] = 5,
+    index_dir: IndexDir = None,
+    record: Annotated[Optional[str], typer.Option("--record", help="Attach the diagnosis to this ledger candidate")] = None,
+    workspace: Annotated[Optional[Path], typer.Option("--workspace", help="Ledger workspace for --record")] = None,
+    json_out: JsonOut = False,
+) -> None:
+    """Diagnose an Nsight Compute export: fired signals, evidence, and the pages that fix them (same as POST /diagnose)."""
+    from kwiki.errors import KwikiError
+    from kwiki.index.search import Searcher
+    from kwiki.service.diagnose_api import diagnose_request
+
+    settings = _settings(index_dir)
+    try:
+        data = sys.stdin.buffer.read() if str(path) == "-" else path.read_bytes()
+    except OSError as exc:
+        typer.secho(f"error: cannot read {path}: {exc.strerror}", fg="red", err=True)
+        raise typer.Exit(2) from None
+    try:
+        try:
+            searcher = Searcher.open(settings.index_dir, threads=settings.torch_threads)
+        except KwikiError as exc:
+            searcher = None
+            typer.echo(f"note: {exc.message}; diagnosing without ranked pages ({exc.hint})", err=True)
+        resp = diagnose_request(data=data, filename=path.name, searcher=searcher, k=k, max_bytes=settings.max_upload_bytes)
+        if record:
+            from kwiki.service.cli_ledger import record_diagnosis
+
+            record_diagnosis(record, resp, workspace, settings)
+    except Exception as exc:  # noqa: BLE001
+        _fail(exc)
+        return
+    if json_out:
+        _print_json(resp)
+        return
+    for launch in resp.launches:
+        typer.secho(f"{launch.kernel} (launch {launch.launch_id})", bold=True)
+        if not launch.signals:
+            typer.echo("  no signal fired")
+        for sig in launch.signals[:5]:
+            typer.secho(f"  {sig.signal:24s} magnitude {sig.magnitude:.2f}  {sig.title}", fg="cyan")
+            for ev in sig.evidence[:3]:
+                typer.echo(f"      {ev.metric} = {ev.value} (threshold {ev.threshold})")
+            for page in sig.pages[:3]:
+                typer.echo(f"      -> {page.id} [{page.type}, {page.confidence or '-'}] {page.title}")
+        if launch.missing:
+            typer.echo("  not evaluated (metrics missing): " + ", ".join(m.signal for m in launch.missing[:8]))
+
+
+@app.command()
+def signals(json_out: JsonOut = False) -> None:
+    """List the NCU signals kwiki evaluates and its metric catalog (same as GET /signals)."""
+    from kwiki.profiling import catalog
+    from kwiki.profiling import signals as sig
+
+    doc = {"signals": sig.as_list(), "metrics": catalog.load_catalog().as_list()}
+    if json_out:
+        _print_json(doc)
+        return
+    for s in doc["signals"]:
+        typer.echo(f"{s['id']:26s} {s.get('title', '')}")
+    typer.echo(f"\n{len(doc['metrics'])} metrics in the catalog (kwiki signals --json lists them)")
+
+
+from kwiki.service.mcp_cli import mcp_command  # noqa: E402 - light module; imports the SDK only when run
+app.command("mcp")(mcp_command)
+
+
+from kwiki.service.cli_ledger import app as ledger_app  # noqa: E402 - light module (typer only at import)
+app.add_typer(ledger_app, name="ledger")
 
 
 def main() -> None:

@@ -1,0 +1,392 @@
+"""The candidate ledger: one record per kernel candidate tried, kept in a task workspace.
+
+A workspace is a folder with two files:
+
+* ``candidates.jsonl`` -- one :class:`Candidate` a line. The file is append-only: a later line with
+  the same ``task`` and ``id`` is a newer version of that candidate (a status change, an attached
+  diagnosis) and replaces the earlier one when read. Unknown fields are kept. A malformed line is
+  reported with its line number and skipped; the rest is read.
+* ``benchmark.csv`` -- one benchmark figure a row (``candidate_id, task, shape, dtype, gpu, metric,
+  value, baseline, unit``); rows are merged into their candidate's ``benchmarks``. Written by
+  ``kwiki ledger add``, and fine to edit by hand or to fill from a benchmark script.
+
+Appends are durable and safe for concurrent writers: an exclusive ``flock`` on the file, ``O_APPEND``,
+one ``write`` per line, ``fsync``::
+
+    >>> from kwiki.ingest.ledger import Candidate, Ledger
+    >>> led = Ledger(Path("/tmp/ws"))                                              # doctest: +SKIP
+    >>> led.append(Candidate(id="c1", task="transpose", mechanism="pad smem tile to 33 columns"))  # doctest: +SKIP
+    >>> led.read().candidates[0].status                                            # doctest: +SKIP
+    'candidate'
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as _dt
+import fcntl
+import io
+import json
+import os
+from pathlib import Path
+from typing import Any, Callable, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from kwiki.errors import BadRequest, NotFound
+
+CANDIDATES_FILE = "candidates.jsonl"
+BENCHMARK_FILE = "benchmark.csv"
+BENCH_COLUMNS = ("candidate_id", "task", "shape", "dtype", "gpu", "metric", "value", "baseline", "unit")
+STATUSES = ("candidate", "promoted", "rejected")
+#: A record larger than this is refused: a ledger line is a summary, the reports live beside it.
+MAX_RECORD_BYTES = 256 * 1024
+
+Status = Literal["candidate", "promoted", "rejected"]
+
+
+def now_iso() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+class Author(BaseModel):
+    """Who made the candidate: an agent (``agent:claude-opus``) or a person (``person:ana`` or just ``ana``)."""
+
+    model_config = ConfigDict(extra="allow")
+    kind: Literal["agent", "person"] | None = None
+    name: str = ""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_string(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            kind, sep, name = value.partition(":")
+            if sep and kind.strip() in ("agent", "person"):
+                return {"kind": kind.strip(), "name": name.strip()}
+            return {"name": value.strip()}
+        return value
+
+    def __str__(self) -> str:
+        return f"{self.kind}:{self.name}" if self.kind else self.name
+
+
+class Correctness(BaseModel):
+    """Did the candidate still compute the right answer? ``passed`` is None when not checked yet."""
+
+    model_config = ConfigDict(extra="allow")
+    passed: bool | None = None
+    detail: str = ""  # e.g. "max abs err 0 vs reference on 12 shapes"
+    max_abs_error: float | None = None
+
+
+class Benchmark(BaseModel):
+    """One measured figure: ``value`` of ``metric`` for this candidate, ``baseline`` for its parent or reference."""
+
+    model_config = ConfigDict(extra="allow")
+    shape: str = ""
+    dtype: str = ""
+    gpu: str = ""
+    metric: str = ""
+    value: float | None = None
+    baseline: float | None = None
+    unit: str = ""
+
+    def key(self) -> tuple[str, str, str, str]:
+        return (self.shape, self.dtype, self.gpu, self.metric)
+
+    @property
+    def speedup(self) -> float | None:
+        """value / baseline (for a time metric a speed-up is below 1; the rendering says which)."""
+        if self.value is None or not self.baseline:
+            return None
+        return self.value / self.baseline
+
+
+class Evidence(BaseModel):
+    """What the profile showed: fired signals and key metrics from ``kwiki diagnose``, and the reports."""
+
+    model_config = ConfigDict(extra="allow")
+    signals: list[str] = Field(default_factory=list)
+    metrics: dict[str, float] = Field(default_factory=dict)
+    reports: list[str] = Field(default_factory=list)
+    notes: str = ""
+    diagnosed_at: str | None = None
+
+
+class Candidate(BaseModel):
+    """One kernel candidate: what changed relative to its parent, and what came of it.
+
+    ``techniques`` and ``patterns`` are corpus page ids (``technique-shared-memory-padding``,
+    ``pattern-shared-memory-bank-conflicts``); they link the candidate into the knowledge pages.
+    """
+
+    model_config = ConfigDict(extra="allow")
+    id: str = Field(..., min_length=1, max_length=120, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
+    parent: str | None = Field(default=None, max_length=120)
+    task: str = Field(..., min_length=1, max_length=120, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
+    kernel: str = ""
+    mechanism: str = Field(default="", max_length=500, description="The one mechanism changed, in one line")
+    techniques: list[str] = Field(default_factory=list)
+    patterns: list[str] = Field(default_factory=list)
+    correctness: Correctness = Field(default_factory=Correctness)
+    benchmarks: list[Benchmark] = Field(default_factory=list)
+    evidence: Evidence = Field(default_factory=Evidence)
+    status: Status = "candidate"
+    reason: str = ""
+    created_at: str | None = None
+    updated_at: str | None = None
+    author: Author | None = None
+
+    @field_validator("parent", mode="before")
+    @classmethod
+    def _empty_parent(cls, value: Any) -> Any:
+        return None if value in ("", "-", "none", "null") else value
+
+    @field_validator("mechanism")
+    @classmethod
+    def _one_line(cls, value: str) -> str:
+        return " ".join(value.split())
+
+    @field_validator("techniques", "patterns", mode="before")
+    @classmethod
+    def _as_list(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [v.strip() for v in value.split(",") if v.strip()]
+        return value or []
+
+    @property
+    def key(self) -> str:
+        """Unique in a workspace: ``<task>/<id>`` (ids are unique within a task)."""
+        return f"{self.task}/{self.id}"
+
+    @property
+    def parent_key(self) -> str | None:
+        """The parent's key; a parent in another task is written ``task/id``."""
+        if not self.parent:
+            return None
+        return self.parent if "/" in self.parent else f"{self.task}/{self.parent}"
+
+    def applies(self) -> list[str]:
+        """The corpus page ids this candidate applies (techniques, then patterns)."""
+        return list(dict.fromkeys(self.techniques + self.patterns))
+
+
+class LineProblem(BaseModel):
+    file: str
+    line: int
+    reason: str
+
+
+class LedgerRead(BaseModel):
+    """The newest version of every candidate (in first-seen order) and the lines that were skipped."""
+
+    candidates: list[Candidate] = Field(default_factory=list)
+    problems: list[LineProblem] = Field(default_factory=list)
+    lines: int = 0
+
+    def get(self, ref: str) -> Candidate:
+        """``task/id``, or a bare ``id`` when only one task has it."""
+        ref = ref.strip()
+        exact = [c for c in self.candidates if c.key == ref]
+        found = exact or [c for c in self.candidates if c.id == ref]
+        if not found:
+            raise NotFound(f"no candidate '{ref[:120]}'", hint="`kwiki ledger list` shows the ids (task/id)")
+        if len(found) > 1:
+            raise BadRequest(f"candidate id '{ref}' is in several tasks: {', '.join(c.task for c in found)}",
+                             hint=f"use task/id, e.g. {found[0].key}")
+        return found[0]
+
+
+def _merge_benchmarks(cand: Candidate, rows: list[Benchmark]) -> None:
+    have = {b.key() for b in cand.benchmarks}
+    for b in rows:
+        if b.key() not in have:
+            cand.benchmarks.append(b)
+            have.add(b.key())
+
+
+def _float(text: str | None) -> float | None:
+    text = (text or "").strip()
+    return float(text) if text else None
+
+
+class Ledger:
+    """A workspace folder; creating the object touches nothing on disk."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.candidates_path = self.root / CANDIDATES_FILE
+        self.benchmark_path = self.root / BENCHMARK_FILE
+
+    # ------------------------------------------------------------ reading
+    def read(self) -> LedgerRead:
+        """Read both files tolerantly; a missing workspace reads as empty."""
+        out = LedgerRead()
+        latest: dict[str, Candidate] = {}
+        if self.candidates_path.is_file():
+            with open(self.candidates_path, "rb") as fh:
+                for n, raw in enumerate(fh, 1):
+                    out.lines = n
+                    cand = self._parse_line(raw, n, out.problems)
+                    if cand is not None:
+                        latest[cand.key] = cand  # dict keeps first-seen order; the newest version wins
+        for cand_key, rows in self._read_benchmarks(latest, out.problems).items():
+            _merge_benchmarks(latest[cand_key], rows)
+        out.candidates = list(latest.values())
+        return out
+
+    def _parse_line(self, raw: bytes, n: int, problems: list[LineProblem]) -> Candidate | None:
+        name = CANDIDATES_FILE
+        if not raw.strip():
+            return None
+        try:
+            data = json.loads(raw.decode("utf-8").strip())
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            problems.append(LineProblem(file=name, line=n, reason=f"not JSON: {exc}"[:300]))
+            return None
+        if not isinstance(data, dict):
+            problems.append(LineProblem(file=name, line=n, reason=f"a JSON {type(data).__name__}, not an object"))
+            return None
+        try:
+            return Candidate.model_validate(data)
+        except ValidationError as exc:
+            why = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'record'}: {e['msg']}" for e in exc.errors()[:3])
+            problems.append(LineProblem(file=name, line=n, reason=why[:300]))
+            return None
+
+    def _read_benchmarks(self, cands: dict[str, Candidate], problems: list[LineProblem]) -> dict[str, list[Benchmark]]:
+        rows: dict[str, list[Benchmark]] = {}
+        if not self.benchmark_path.is_file():
+            return rows
+        try:
+            text = self.benchmark_path.read_text(encoding="utf-8", errors="replace")
+        except OSError as exc:
+            problems.append(LineProblem(file=BENCHMARK_FILE, line=0, reason=str(exc)))
+            return rows
+        reader = csv.DictReader(io.StringIO(text))
+        if not reader.fieldnames or "candidate_id" not in reader.fieldnames:
+            problems.append(LineProblem(file=BENCHMARK_FILE, line=1, reason="no header with a candidate_id column"))
+            return rows
+        by_id: dict[str, list[str]] = {}
+        for key, c in cands.items():
+            by_id.setdefault(c.id, []).append(key)
+        for row in reader:
+            line = reader.line_num
+            cid = (row.get("candidate_id") or "").strip()
+            task = (row.get("task") or "").strip()
+            keys = [f"{task}/{cid}"] if task else by_id.get(cid, [])
+            if len(keys) != 1 or keys[0] not in cands:
+                why = f"candidate '{cid}' is in several tasks; add a task column" if len(keys) > 1 else f"no candidate '{task + '/' if task else ''}{cid}'"
+                problems.append(LineProblem(file=BENCHMARK_FILE, line=line, reason=why))
+                continue
+            try:
+                extra = {k: v for k, v in row.items() if k and k not in BENCH_COLUMNS and v not in (None, "")}
+                bench = Benchmark(shape=(row.get("shape") or "").strip(), dtype=(row.get("dtype") or "").strip(),
+                                  gpu=(row.get("gpu") or "").strip(), metric=(row.get("metric") or "").strip(),
+                                  value=_float(row.get("value")), baseline=_float(row.get("baseline")),
+                                  unit=(row.get("unit") or "").strip(), **extra)
+            except (ValueError, ValidationError, TypeError) as exc:
+                problems.append(LineProblem(file=BENCHMARK_FILE, line=line, reason=f"bad number: {exc}"[:300]))
+                continue
+            rows.setdefault(keys[0], []).append(bench)
+        return rows
+
+    # ------------------------------------------------------------ writing
+    def append(self, cand: Candidate, *, write_benchmarks: bool = True, auto_id: bool = False) -> Candidate:
+        """Append one record durably; stamps ``created_at``/``updated_at``. Returns what was written.
+
+        With ``auto_id`` the id is replaced, under the lock, by the task's next free ``cNNN`` -- so two
+        writers adding at once never pick the same id.
+        """
+        stamp = now_iso()
+        update: dict[str, Any] = {"updated_at": stamp}
+        if cand.created_at is None:
+            update["created_at"] = stamp
+        written: list[Candidate] = []
+
+        def make() -> bytes:
+            final = cand.model_copy(update={**update, **({"id": self.next_id(cand.task)} if auto_id else {})})
+            data = (final.model_dump_json(exclude_none=True) + "\n").encode("utf-8")
+            if len(data) > MAX_RECORD_BYTES:
+                raise BadRequest(f"candidate record is {len(data)} bytes, over {MAX_RECORD_BYTES}",
+                                 hint="keep reports as files and list their paths in evidence.reports")
+            written.append(final)
+            return data
+
+        append_line(self.candidates_path, make)
+        if write_benchmarks and written[0].benchmarks:
+            self.append_benchmarks(written[0])
+        return written[0]
+
+    def append_benchmarks(self, cand: Candidate) -> None:
+        """Mirror the candidate's figures into ``benchmark.csv`` (header written once, under the lock)."""
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        for b in cand.benchmarks:
+            writer.writerow([cand.id, cand.task, b.shape, b.dtype, b.gpu, b.metric,
+                             "" if b.value is None else repr(b.value), "" if b.baseline is None else repr(b.baseline), b.unit])
+        header = (",".join(BENCH_COLUMNS) + "\n").encode()
+        append_line(self.benchmark_path, buf.getvalue().encode("utf-8"), header=header)
+
+    def exists(self) -> bool:
+        return self.candidates_path.is_file()
+
+    def next_id(self, task: str) -> str:
+        """``c001``, ``c002``, ...: the first free id of that form in ``task`` (for ``ledger add`` without ``--id``)."""
+        taken = {c.id for c in self.read().candidates if c.task == task}
+        n = len(taken) + 1
+        while f"c{n:03d}" in taken:
+            n += 1
+        return f"c{n:03d}"
+
+
+def append_line(path: Path, data: bytes | Callable[[], bytes], header: bytes | None = None) -> None:
+    """Append ``data`` (whole lines) under an exclusive ``flock``: one ``write``, then ``fsync``.
+
+    ``data`` may be a function, called with the lock held (to number a record from the file's contents).
+
+    Two processes appending at once never interleave: each holds the lock for its whole write. If a
+    crashed writer left a torn last line, a newline is written first so the new record stays whole.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    created = not path.exists()
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            size = os.fstat(fd).st_size
+            prefix = b""
+            if size == 0 and header:
+                prefix = header
+            elif size > 0 and os.pread(fd, 1, size - 1) != b"\n":
+                prefix = b"\n"
+            _write_all(fd, prefix + (data() if callable(data) else data))
+            os.fsync(fd)
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+    if created:  # make the new directory entry durable too
+        dfd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    # One write() normally takes it all; loop only for the rare short write (we still hold the lock).
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+
+def __getattr__(name: str) -> Any:
+    # attach_diagnosis lives in ledger_ops (with the other workspace operations); importable from here too
+    if name in ("attach_diagnosis", "import_dir", "filter_candidates", "workspace_dir"):
+        from . import ledger_ops
+
+        return getattr(ledger_ops, name)
+    raise AttributeError(name)

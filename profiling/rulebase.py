@@ -1,0 +1,144 @@
+"""Building blocks of the diagnosis rules: result models, stall shares and the weights rules share.
+
+    >>> from kwiki.profiling.rulebase import stall_shares
+    >>> stall_shares({"stall_long_scoreboard": 3.0, "stall_wait": 1.0, "stall_barrier": 0.0, "stall_selected": 1.0})
+    {'barrier': 0.0, 'long_scoreboard': 0.75, 'wait': 0.25}
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Mapping
+
+from pydantic import BaseModel, Field
+
+from .signals import load_signals
+
+Metrics = Mapping[str, float]
+
+STALL_REASONS = ("barrier", "branch_resolving", "dispatch_stall", "drain", "imc_miss", "lg_throttle", "long_scoreboard",
+                 "math_pipe_throttle", "membar", "mio_throttle", "misc", "no_instruction", "not_selected", "selected",
+                 "short_scoreboard", "sleeping", "tex_throttle", "wait", "gmma", "warpgroup_arrive")
+_FAMILIES = ("", "_samples", "_cycles", "_pct")
+
+
+class Evidence(BaseModel):
+    """One observation behind a fired signal: the metric (ncu name or a ratio of them), its value and the bar."""
+
+    metric: str
+    value: float | str
+    threshold: float | str | None = None
+    note: str = ""
+
+
+class Fired(BaseModel):
+    """A signal that fired; ``magnitude`` estimates the share of runtime at stake (0..1)."""
+
+    signal: str
+    magnitude: float
+    evidence: list[Evidence] = Field(default_factory=list)
+    source: str = "metrics"
+
+
+class Missing(BaseModel):
+    """A signal that could not be evaluated, with the canonical metric ids it needed."""
+
+    signal: str
+    metrics: list[str]
+
+
+class Evaluation(BaseModel):
+    """All rule outcomes for one launch, fired signals ranked best first."""
+
+    fired: list[Fired] = Field(default_factory=list)
+    missing: list[Missing] = Field(default_factory=list)
+    stall_shares: dict[str, float] = Field(default_factory=dict)
+
+
+Outcome = Fired | Missing | None
+
+
+# ------------------------------------------------------------------ helpers
+def g(m: Metrics, key: str) -> float | None:
+    """``m[key]`` as a finite float, else None."""
+    v = m.get(key)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        return None
+    return float(v)
+
+
+def thr(signal: str, name: str) -> float:
+    return load_signals()[signal].threshold(name)
+
+
+def clip(x: float) -> float:
+    return round(max(0.0, min(1.0, x)), 4)
+
+
+def fire(signal: str, mag: float, *ev: tuple[str, Any, Any] | tuple[str, Any, Any, str]) -> Fired:
+    return Fired(signal=signal, magnitude=clip(mag), evidence=[
+        Evidence(metric=e[0], value=round(e[1], 4) if isinstance(e[1], float) else e[1], threshold=e[2],
+                 note=e[3] if len(e) > 3 else "") for e in ev])
+
+
+def stall_shares(m: Metrics) -> dict[str, float]:
+    """Share of each stall reason in the warp stall total (``selected`` excluded), from the best series present."""
+    best: dict[str, float] = {}
+    for fam in _FAMILIES:
+        vals = {r: v for r in STALL_REASONS if (v := g(m, f"stall_{r}{fam}")) is not None and v >= 0}
+        if len(vals) >= 3 and len(vals) > len(best):
+            best = vals
+    total = sum(v for r, v in best.items() if r != "selected")
+    if best and total > 0:
+        return {r: v / total for r, v in best.items() if r != "selected"}
+    return {k[6:-6]: float(v) for k, v in m.items() if k.startswith("stall_") and k.endswith("_share") and g(m, k) is not None}
+
+
+def share(m: Metrics, reason: str) -> float | None:
+    shares = stall_shares(m)
+    if not shares:
+        return None
+    return shares.get(reason, 0.0)
+
+
+def latency_w(m: Metrics) -> float:
+    """0.5..1: how much stalls cost; issue-bound kernels hide them (0.5), idle schedulers expose them (1)."""
+    issue = g(m, "issue_active_pct")
+    return 0.75 if issue is None else 0.5 + 0.5 * (1 - min(100.0, issue) / 100)
+
+
+def stall_rule(signal: str, reason: str, weight: Callable[[Metrics], float] = latency_w) -> Callable[[Metrics], Outcome]:
+    def rule(m: Metrics) -> Outcome:
+        s = share(m, reason)
+        if s is None:
+            return Missing(signal=signal, metrics=[f"stall_{reason}"])
+        th = thr(signal, "stall_share")
+        if s < th:
+            return None
+        return fire(signal, s * weight(m), (f"stall share {reason} (smsp__average_warps_issue_stalled_{reason}_per_issue_active.ratio / all reasons)", s, th))
+    rule.__name__ = signal.replace("-", "_")
+    rule.__doc__ = f"{signal}: stall '{reason}' share of all warp stalls >= threshold."
+    return rule
+
+
+def traffic_share(m: Metrics, kind: str) -> float:
+    ld, st = g(m, "global_ld_sectors"), g(m, "global_st_sectors")
+    if ld is None or st is None or ld + st <= 0:
+        return 1.0
+    return (ld if kind == "ld" else st) / (ld + st)
+
+
+def mem_w(m: Metrics) -> float:
+    v = g(m, "memory_throughput_pct")
+    v = g(m, "dram_throughput_pct") if v is None else v
+    return 0.5 if v is None else min(100.0, v) / 100
+
+
+def sector_efficiency(m: Metrics) -> float:
+    effs = []
+    for kind in ("ld", "st"):
+        bps = g(m, f"bytes_per_sector_global_{kind}")
+        if bps is not None and bps > 0:
+            effs.append((traffic_share(m, kind), min(32.0, bps) / 32))
+    w = sum(t for t, _ in effs)
+    return 1.0 if not effs or w <= 0 else sum(t * e for t, e in effs) / w

@@ -1,0 +1,285 @@
+"""``kwiki ledger``: record, list and trace the candidates tried for a kernel task.
+
+    kwiki ledger add --task transpose --id t03 --parent t01 --mechanism "pad the smem tile to 32x33" \\
+        --technique technique-shared-memory-padding --pattern pattern-shared-memory-bank-conflicts \\
+        --correct --bench "shape=8192x8192,dtype=fp32,gpu=H100,metric=bandwidth,value=1850,baseline=1160,unit=GB/s" \\
+        --status promoted --reason "bank conflicts gone" --author agent:my-agent
+    kwiki ledger add --from-json candidate.json          # or - for stdin; flags override its fields
+    kwiki ledger list --task transpose --status rejected
+    kwiki ledger show transpose/t03 --json
+    kwiki ledger tree                                    # lineage per task, promoted path marked with *
+    kwiki ledger import ../old-workspace                 # candidates.jsonl, benchmark.csv and *.json files
+
+The workspace is ``--workspace``, else ``$KWIKI_LEDGER_DIR``, else ``<index_dir>/../ledger``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+app = typer.Typer(help="The candidate ledger: every kernel candidate tried, its parent, mechanism and outcome.",
+                  no_args_is_help=True)
+
+Workspace = Annotated[Optional[Path], typer.Option("--workspace", "-w", help="Ledger workspace folder (default: $KWIKI_LEDGER_DIR or <index_dir>/../ledger)")]
+JsonOut = Annotated[bool, typer.Option("--json", help="Print JSON (the same document the HTTP API returns)")]
+
+
+def _ledger(workspace: Path | None):
+    from kwiki.ingest.ledger import Ledger
+    from kwiki.ingest.ledger_ops import workspace_dir
+    from kwiki.settings import Settings
+
+    return Ledger(workspace_dir(Settings(), workspace))
+
+
+def _fail(exc: Exception) -> None:
+    from kwiki.service.cli import _fail as fail
+
+    fail(exc)
+
+
+def _echo_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+
+
+def _warn_problems(problems: list[Any]) -> None:
+    for p in problems:
+        typer.secho(f"warning: {p.file}:{p.line}: {p.reason} (skipped)", fg="yellow", err=True)
+
+
+def _bench(spec: str) -> dict[str, Any]:
+    from kwiki.errors import BadRequest
+
+    out: dict[str, Any] = {}
+    for part in spec.split(","):
+        key, sep, value = part.partition("=")
+        if not sep or not key.strip():
+            raise BadRequest(f"bad --bench '{spec}'", hint="KEY=VALUE pairs: shape=,dtype=,gpu=,metric=,value=,baseline=,unit=")
+        out[key.strip()] = value.strip()
+    return out
+
+
+@app.command()
+def add(
+    task: Annotated[Optional[str], typer.Option("--task", help="Task the candidate belongs to")] = None,
+    cand_id: Annotated[Optional[str], typer.Option("--id", help="Candidate id, unique in its task (default: next free cNNN)")] = None,
+    parent: Annotated[Optional[str], typer.Option("--parent", help="Parent candidate id")] = None,
+    kernel: Annotated[Optional[str], typer.Option("--kernel")] = None,
+    mechanism: Annotated[Optional[str], typer.Option("--mechanism", "-m", help="The one mechanism changed, in one line")] = None,
+    technique: Annotated[Optional[list[str]], typer.Option("--technique", help="Technique page id it applies; repeatable")] = None,
+    pattern: Annotated[Optional[list[str]], typer.Option("--pattern", help="Pattern page id it addresses; repeatable")] = None,
+    correct: Annotated[Optional[bool], typer.Option("--correct/--incorrect", help="Correctness result")] = None,
+    correctness_detail: Annotated[Optional[str], typer.Option("--correctness-detail")] = None,
+    bench: Annotated[Optional[list[str]], typer.Option("--bench", help="shape=..,dtype=..,gpu=..,metric=..,value=..,baseline=..,unit=..; repeatable")] = None,
+    signal: Annotated[Optional[list[str]], typer.Option("--signal", help="Fired profiling signal; repeatable")] = None,
+    metric: Annotated[Optional[list[str]], typer.Option("--metric", help="Key metric NAME=VALUE; repeatable")] = None,
+    report: Annotated[Optional[list[str]], typer.Option("--report", help="Profile report path; repeatable")] = None,
+    status: Annotated[Optional[str], typer.Option("--status", help="candidate | promoted | rejected")] = None,
+    reason: Annotated[Optional[str], typer.Option("--reason")] = None,
+    author: Annotated[Optional[str], typer.Option("--author", help="agent:NAME or person:NAME")] = None,
+    from_json: Annotated[Optional[str], typer.Option("--from-json", help="A JSON candidate document (a file, or - for stdin)")] = None,
+    workspace: Workspace = None,
+    json_out: JsonOut = False,
+) -> None:
+    """Append a candidate (or a new version of one: same task and id) to the ledger."""
+    from kwiki.errors import BadRequest
+    from kwiki.ingest.ledger import Candidate
+
+    try:
+        led = _ledger(workspace)
+        doc: dict[str, Any] = {}
+        if from_json:
+            text = sys.stdin.read() if from_json == "-" else Path(from_json).read_text(encoding="utf-8")
+            try:
+                doc = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise BadRequest(f"--from-json is not JSON: {exc}") from None
+            if not isinstance(doc, dict):
+                raise BadRequest("--from-json must hold one JSON object (a candidate)")
+        flags = {"task": task, "id": cand_id, "parent": parent, "kernel": kernel, "mechanism": mechanism,
+                 "techniques": technique or None, "patterns": pattern or None, "status": status, "reason": reason,
+                 "author": author}
+        doc.update({k: v for k, v in flags.items() if v is not None})
+        if correct is not None or correctness_detail:
+            doc["correctness"] = {**doc.get("correctness", {}), "passed": correct, "detail": correctness_detail or ""}
+        if bench:
+            doc["benchmarks"] = list(doc.get("benchmarks", [])) + [_bench(b) for b in bench]
+        if signal or metric or report:
+            ev = dict(doc.get("evidence") or {})
+            ev["signals"] = list(ev.get("signals", [])) + list(signal or [])
+            ev["reports"] = list(ev.get("reports", [])) + list(report or [])
+            metrics = dict(ev.get("metrics") or {})
+            for m in metric or []:
+                name, _, value = m.partition("=")
+                try:
+                    metrics[name.strip()] = float(value)
+                except ValueError:
+                    raise BadRequest(f"bad --metric '{m}'", hint="NAME=NUMBER") from None
+            ev["metrics"] = metrics
+            doc["evidence"] = ev
+        if not doc.get("task"):
+            raise BadRequest("a candidate needs a task", hint="--task NAME")
+        auto_id = not doc.get("id")
+        if auto_id:
+            doc["id"] = "c000"  # replaced under the ledger lock by the next free id
+        written = led.append(_validate(Candidate, doc), auto_id=auto_id)
+    except Exception as exc:  # noqa: BLE001
+        _fail(exc)
+        return
+    if json_out:
+        _echo_json(written.model_dump(mode="json", exclude_none=True))
+        return
+    typer.echo(f"added {written.key} [{written.status}] to {led.candidates_path}")
+
+
+def _validate(model: Any, doc: dict[str, Any]) -> Any:
+    from pydantic import ValidationError
+
+    from kwiki.errors import BadRequest
+
+    try:
+        return model.model_validate(doc)
+    except ValidationError as exc:
+        why = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'record'}: {e['msg']}" for e in exc.errors()[:4])
+        raise BadRequest(f"invalid candidate: {why}", hint="see `kwiki ledger add --help`") from None
+
+
+@app.command("list")
+def list_(
+    task: Annotated[Optional[str], typer.Option("--task")] = None,
+    status: Annotated[Optional[str], typer.Option("--status", help="candidate | promoted | rejected")] = None,
+    applies: Annotated[Optional[str], typer.Option("--applies", help="Only candidates applying this technique/pattern id")] = None,
+    workspace: Workspace = None,
+    json_out: JsonOut = False,
+) -> None:
+    """List candidates (newest version of each), with status and reason."""
+    from kwiki.ingest.ledger_ops import filter_candidates
+
+    try:
+        led = _ledger(workspace)
+        read = led.read()
+        cands = filter_candidates(read.candidates, task=task, status=status, applies_to_id=applies)
+    except Exception as exc:  # noqa: BLE001
+        _fail(exc)
+        return
+    if json_out:
+        _echo_json({"workspace": str(led.root), "candidates": [c.model_dump(mode="json", exclude_none=True) for c in cands],
+                    "problems": [p.model_dump() for p in read.problems]})
+        return
+    _warn_problems(read.problems)
+    for c in cands:
+        line = f"{c.key:24} [{c.status:9}] {c.mechanism}"
+        typer.echo(line[:160])
+        if c.reason and c.status != "candidate":
+            typer.echo(f"{'':26}{'why' if c.status == 'rejected' else 'kept'}: {c.reason}"[:160])
+    if not cands:
+        typer.echo("no candidates" + ("" if led.exists() else f" (no ledger at {led.root})"))
+
+
+@app.command()
+def show(
+    cand: Annotated[str, typer.Argument(help="task/id, or a bare id when only one task has it")],
+    workspace: Workspace = None,
+    json_out: JsonOut = False,
+) -> None:
+    """Show one candidate: its record, rendered like its search page."""
+    from kwiki.ingest.ledger_pages import render_body
+
+    try:
+        c = _ledger(workspace).read().get(cand)
+    except Exception as exc:  # noqa: BLE001
+        _fail(exc)
+        return
+    if json_out:
+        _echo_json(c.model_dump(mode="json", exclude_none=True))
+        return
+    typer.echo(render_body(c))
+    if c.model_extra:
+        typer.echo("other fields: " + json.dumps(c.model_extra, default=str))
+
+
+@app.command()
+def tree(
+    task: Annotated[Optional[str], typer.Option("--task")] = None,
+    workspace: Workspace = None,
+    json_out: JsonOut = False,
+) -> None:
+    """The lineage of candidates per task; * marks the path to every promoted candidate."""
+    from kwiki.ingest.ledger_tree import lineage, render_tree
+
+    try:
+        read = _ledger(workspace).read()
+        trees = lineage([c for c in read.candidates if task is None or c.task == task])
+    except Exception as exc:  # noqa: BLE001
+        _fail(exc)
+        return
+    if json_out:
+        _echo_json({"tasks": [t.model_dump() for t in trees], "problems": [p.model_dump() for p in read.problems]})
+        return
+    _warn_problems(read.problems)
+    typer.echo(render_tree(trees) if trees else "no candidates")
+
+
+@app.command("import")
+def import_(
+    source: Annotated[Path, typer.Argument(help="A workspace folder (candidates.jsonl, benchmark.csv) or a folder of *.json candidates")],
+    workspace: Workspace = None,
+    json_out: JsonOut = False,
+) -> None:
+    """Append the candidates of another folder; ones already recorded identically are skipped."""
+    from kwiki.ingest.ledger_ops import import_dir
+
+    try:
+        led = _ledger(workspace)
+        result = import_dir(led, source)
+    except Exception as exc:  # noqa: BLE001
+        _fail(exc)
+        return
+    if json_out:
+        _echo_json(result)
+        return
+    for p in result["problems"]:
+        typer.secho(f"warning: {p['file']}:{p['line']}: {p['reason']} (skipped)", fg="yellow", err=True)
+    typer.echo(f"imported {len(result['added'])} candidates into {led.root}; {len(result['unchanged'])} already there")
+
+
+@app.command()
+def search(
+    query: Annotated[str, typer.Argument(help="Question, symptom or metric")],
+    k: Annotated[int, typer.Option("-k", help="Number of knowledge pages")] = 5,
+    experience_k: Annotated[int, typer.Option("--experience-k", "-e", help="Number of candidates")] = 5,
+    status: Annotated[Optional[str], typer.Option("--status", help="Only candidates with this status (rejected: what failed)")] = None,
+    index_dir: Annotated[Optional[Path], typer.Option("--index-dir", help="Index root (default: $KWIKI_INDEX_DIR or .kwiki/index)")] = None,
+    json_out: JsonOut = False,
+) -> None:
+    """The pages that explain the question, then the candidates that tried a fix, with their outcome."""
+    from kwiki.index.search import Searcher
+    from kwiki.service.app import SearchRequest
+    from kwiki.service.cli import _settings
+    from kwiki.service.ledger_search import tiered_search
+
+    settings = _settings(index_dir)
+    try:
+        searcher = Searcher.open(settings.index_dir, threads=settings.torch_threads)
+        tiers = tiered_search(searcher, SearchRequest(q=query, k=k), settings, experience_k, status)
+    except Exception as exc:  # noqa: BLE001
+        _fail(exc)
+        return
+    if json_out:
+        _echo_json(tiers)
+        return
+    typer.secho("pages", bold=True)
+    for i, h in enumerate(tiers["pages"]["hits"], 1):
+        typer.echo(f"{i:2}. {h['title']}\n    {h['id']}  [{h['type']}]  score {h['score']:.4f}")
+    typer.secho(f"candidates tried ({tiers['experience']['total_candidates']} in the index)", bold=True)
+    for i, h in enumerate(tiers["experience"]["hits"], 1):
+        typer.echo(f"{i:2}. [{h['status']}] {h['mechanism']}  ({h['candidate']})")
+        if h["reason"]:
+            typer.echo(f"    {'why' if h['status'] == 'rejected' else 'outcome'}: {h['reason']}")
+    if not tiers["experience"]["hits"]:
+        typer.echo("    none" + ("" if tiers["experience"]["total_candidates"] else " (ingest with --ledger DIR)"))

@@ -1,0 +1,142 @@
+"""Compact views of kwiki's responses, sized for an agent's context window.
+
+The MCP tools return these instead of the full HTTP documents: the same hits in the same order
+(they are projections of :class:`SearchResponse` / :class:`PageResponse` / ``DiagnoseResponse``,
+never a second search), minus the ranking internals (``why``, scores of fused lists, line spans).
+
+    >>> from kwiki.index.results import SearchResponse, Hit
+    >>> resp = SearchResponse(query="q", k=1, hits=[Hit(id="pattern-x", page_id="pattern-x", title="X",
+    ...     type="pattern", corpus="kwiki", path="wiki/x.md", score=1.0, snippet="s")])
+    >>> compact_search(resp).hits[0].id
+    'pattern-x'
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from kwiki.index.results import PageResponse, SearchResponse, SourceRef
+
+#: sources listed per hit; get_page returns all of them
+MAX_HIT_SOURCES = 5
+SNIPPET_CHARS = 320
+
+
+class Source(BaseModel):
+    """A page's source: ``id`` opens with get_page when ``resolved``; ``url`` is the original."""
+
+    id: str
+    title: str | None = None
+    url: str | None = None
+    resolved: bool = False
+
+
+class CompactHit(BaseModel):
+    id: str = Field(description="Page key: pass it to get_page")
+    title: str
+    type: str
+    corpus: str
+    confidence: str | None = Field(None, description="verified | source-reported | inferred | experimental")
+    score: float
+    snippet: str
+    sources: list[Source] = Field(default_factory=list)
+
+
+class CompactSearch(BaseModel):
+    query: str
+    hits: list[CompactHit]
+    signals: list[str] = Field(default_factory=list, description="NCU signals recognized in the query")
+    filters: dict[str, list[str]] = Field(default_factory=dict)
+
+
+class CompactPage(BaseModel):
+    id: str
+    title: str
+    type: str
+    corpus: str
+    path: str
+    confidence: str | None = None
+    reproducibility: str | None = None
+    url: str | None = None
+    facets: dict[str, list[str]] = Field(default_factory=dict)
+    body: str
+    sources: list[Source] = Field(default_factory=list)
+    related: list[Source] = Field(default_factory=list)
+    artifacts: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class DiagnosedSignal(BaseModel):
+    signal: str
+    title: str
+    magnitude: float = Field(description="Estimated share of the kernel's runtime at stake (0..1)")
+    evidence: list[str] = Field(default_factory=list, description="metric = value (threshold) lines")
+    pages: list[dict[str, Any]] = Field(default_factory=list, description="Ranked pages: id, title, type, confidence")
+    techniques: list[str] = Field(default_factory=list)
+
+
+class DiagnosedLaunch(BaseModel):
+    kernel: str
+    signals: list[DiagnosedSignal] = Field(default_factory=list)
+    not_evaluated: list[str] = Field(default_factory=list, description="Signals whose metrics are absent from the export")
+    key_metrics: dict[str, float] = Field(default_factory=dict)
+
+
+class CompactDiagnosis(BaseModel):
+    format: str = ""
+    launches: list[DiagnosedLaunch] = Field(default_factory=list)
+    launches_total: int = 0
+    warnings: list[str] = Field(default_factory=list)
+
+
+def _sources(refs: list[SourceRef], limit: int | None = None) -> list[Source]:
+    return [Source(id=s.id, title=s.title, url=s.url, resolved=s.resolved) for s in refs[:limit]]
+
+
+def compact_search(resp: SearchResponse) -> CompactSearch:
+    """The hits of ``resp`` in the same order, each with one snippet and its first sources."""
+    return CompactSearch(
+        query=resp.query, filters=resp.filters,
+        signals=[str(s.get("signal")) for s in resp.signals if s.get("signal")],
+        hits=[CompactHit(id=h.id, title=h.title, type=h.type, corpus=h.corpus, confidence=h.confidence,
+                         score=h.score, snippet=h.snippet[:SNIPPET_CHARS], sources=_sources(h.sources, MAX_HIT_SOURCES))
+              for h in resp.hits],
+    )
+
+
+def compact_page(resp: PageResponse) -> CompactPage:
+    """The whole page (body included) with resolved sources, without ingest provenance."""
+    return CompactPage(
+        id=resp.id, title=resp.title, type=resp.type, corpus=resp.corpus, path=resp.path, confidence=resp.confidence,
+        reproducibility=resp.reproducibility, url=resp.url, facets=resp.facets, body=resp.body,
+        sources=_sources(resp.sources), related=_sources(resp.related), artifacts=resp.artifacts,
+    )
+
+
+def _evidence_line(ev: Any) -> str:
+    line = f"{ev.metric} = {ev.value}"
+    if getattr(ev, "threshold", None) is not None:
+        line += f" (threshold {ev.threshold})"
+    if getattr(ev, "note", ""):
+        line += f": {ev.note}"
+    return line
+
+
+def compact_diagnosis(resp: Any, max_launches: int = 5, max_signals: int = 5) -> CompactDiagnosis:
+    """The top signals of the first launches of a ``DiagnoseResponse``, evidence as one line each."""
+    launches = []
+    for launch in resp.launches[:max_launches]:
+        signals = [
+            DiagnosedSignal(
+                signal=s.signal, title=s.title, magnitude=round(float(s.magnitude), 4),
+                evidence=[_evidence_line(e) for e in s.evidence[:6]], techniques=list(s.techniques[:6]),
+                pages=[{"id": p.id, "title": p.title, "type": p.type, "confidence": p.confidence} for p in s.pages],
+            )
+            for s in launch.signals[:max_signals]
+        ]
+        launches.append(DiagnosedLaunch(kernel=launch.name or launch.kernel, signals=signals,
+                                        not_evaluated=sorted({m.signal for m in launch.missing}),
+                                        key_metrics=dict(launch.key_metrics)))
+    return CompactDiagnosis(format=resp.format, launches=launches, launches_total=len(resp.launches),
+                            warnings=list(resp.warnings[:10]))

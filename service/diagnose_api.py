@@ -1,0 +1,85 @@
+"""``POST /diagnose`` and ``GET /signals``: NCU evidence in, diagnosis and ranked pages out.
+
+    curl -F file=@kernel.raw.csv 127.0.0.1:8000/diagnose
+    curl -H 'content-type: application/json' -d '{"metrics": {"launch__grid_size": 32}}' 127.0.0.1:8000/diagnose
+
+The CLI's ``kwiki diagnose`` calls :func:`diagnose_request` too, so both give the same document.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Query, Request
+
+from kwiki.errors import BadInput, KwikiError, PayloadTooLarge
+
+router = APIRouter()
+
+
+def _searcher(request: Request):
+    """The open index, or None: a diagnosis still works without one (no ranked pages then)."""
+    try:
+        return request.app.state.kwiki.get()
+    except KwikiError:
+        return None
+
+
+def diagnose_request(*, data: bytes | None = None, filename: str = "", metrics: dict | None = None,
+                     text: str | None = None, searcher: Any = None, k: int = 5, max_bytes: int = 20 << 20):
+    """The one diagnose path for HTTP, CLI and MCP: exactly one of data/metrics/text."""
+    from kwiki.profiling.diagnose import diagnose_bytes, diagnose_metrics, diagnose_text
+
+    given = [x is not None for x in (data, metrics, text)]
+    if sum(given) != 1:
+        raise BadInput("give one of: a file upload, a metrics object, or text",
+                       hint='multipart field "file", or JSON {"metrics": {...}} or {"text": "..."}')
+    if data is not None:
+        if len(data) > max_bytes:
+            raise PayloadTooLarge(f"upload is {len(data)} bytes; the limit is {max_bytes}",
+                                  hint="export only the kernels you need (ncu -k NAME -c N)")
+        return diagnose_bytes(data, filename or "upload", searcher=searcher, k=k, max_bytes=max_bytes)
+    if metrics is not None:
+        return diagnose_metrics(metrics, searcher=searcher, k=k)
+    return diagnose_text(text or "", searcher=searcher, k=k)
+
+
+@router.post("/diagnose")
+async def diagnose(request: Request, k: int = Query(5, description="pages per signal (1..50)")) -> Any:
+    """Diagnose an NCU export (multipart ``file``) or JSON ``{"metrics": {...}}`` / ``{"text": "..."}``."""
+    import asyncio
+
+    settings = request.app.state.kwiki.settings
+    ctype = request.headers.get("content-type", "")
+    kwargs: dict[str, Any] = {}
+    if ctype.startswith("multipart/form-data"):
+        form = await request.form(max_files=1, max_fields=4)
+        upload = form.get("file")
+        if upload is None or isinstance(upload, str):
+            raise BadInput('no file in the upload', hint='send the export as multipart field "file"')
+        kwargs = {"data": await upload.read(settings.max_upload_bytes + 1), "filename": upload.filename or ""}
+    elif ctype.startswith("application/json"):
+        try:
+            body = await request.json()
+        except ValueError as exc:
+            raise BadInput(f"request body is not JSON: {exc}") from None
+        if not isinstance(body, dict) or not ({"metrics", "text"} & set(body)):
+            raise BadInput('JSON body must be {"metrics": {...}} or {"text": "..."}')
+        kwargs = {"metrics": body["metrics"]} if "metrics" in body else {"text": body["text"]}
+        if "metrics" in kwargs and not isinstance(kwargs["metrics"], dict):
+            raise BadInput("metrics must be an object {metric name: value}")
+        if "text" in kwargs and not isinstance(kwargs["text"], str):
+            raise BadInput("text must be a string")
+    else:
+        kwargs = {"data": await request.body(), "filename": request.headers.get("x-filename", "upload.csv")}
+    return await asyncio.to_thread(diagnose_request, searcher=_searcher(request), k=k,
+                                   max_bytes=settings.max_upload_bytes, **kwargs)
+
+
+@router.get("/signals")
+def signals() -> dict[str, Any]:
+    """The NCU signals kwiki evaluates and the metric catalog (canonical ids and names per GPU)."""
+    from kwiki.profiling import catalog
+    from kwiki.profiling import signals as sig
+
+    return {"signals": sig.as_list(), "metrics": catalog.load_catalog().as_list()}

@@ -1,0 +1,104 @@
+"""Request-size guard: bodies over ``settings.max_upload_bytes`` get a 413 JSON error.
+
+Checked twice, because a client can lie or say nothing: the declared ``Content-Length`` is
+refused before any byte is read, and a streamed (chunked) body is counted as it arrives and cut
+off at the limit, so no endpoint ever buffers more than the limit::
+
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_upload_bytes)
+
+The error body is the service's usual ``{"error": {"code": "payload_too_large", ...}}``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Awaitable, Callable
+
+from starlette.exceptions import HTTPException
+
+from kwiki.errors import PayloadTooLarge
+
+Scope = dict[str, Any]
+Message = dict[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+class _BodyTooLarge(HTTPException):
+    """Raised from ``receive`` when the streamed body passes the limit.
+
+    An HTTPException, so body parsers that turn other errors into a 400 let it through.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(status_code=413, detail="request body is too large")
+
+
+class BodySizeLimit:
+    """Pure ASGI middleware (no buffering) that enforces a maximum request body size."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    def _error(self, size: int | None) -> PayloadTooLarge:
+        said = f"{size} bytes" if size is not None else "more"
+        return PayloadTooLarge(
+            f"request body is {said}, the limit is {self.max_bytes} bytes",
+            hint="send a smaller file (KWIKI_MAX_UPLOAD_BYTES sets the limit on the server)",
+        )
+
+    async def _reply(self, send: Send, err: PayloadTooLarge) -> None:
+        body = json.dumps(err.to_dict()).encode()
+        await send({"type": "http.response.start", "status": err.status,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                                (b"connection", b"close")]})
+        await send({"type": "http.response.body", "body": body})
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers") or []).get(b"content-length")
+        if declared is not None:
+            try:
+                size = int(declared)
+            except ValueError:
+                size = None
+            if size is not None and size > self.max_bytes:
+                await self._reply(send, self._error(size))
+                return
+        seen = 0
+        exceeded = started = replaced = False
+
+        async def limited_receive() -> Message:
+            nonlocal seen, exceeded
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.max_bytes:
+                    exceeded = True
+                    raise _BodyTooLarge()
+            return message
+
+        async def guarded_send(message: Message) -> None:
+            nonlocal started, replaced
+            if exceeded and not started:
+                # Whatever the app answers to the cut-off body (its parsers may say 400), the client gets the 413.
+                if message["type"] == "http.response.start":
+                    started = replaced = True
+                    await self._reply(send, self._error(None))
+                return
+            if replaced:
+                return  # the rest of the app's own answer
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, limited_receive, guarded_send)
+        except _BodyTooLarge:
+            if not started:
+                started = True
+                await self._reply(send, self._error(None))

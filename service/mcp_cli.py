@@ -1,0 +1,28 @@
+"""``kwiki mcp``: the MCP server command (kept apart so ``kwiki`` starts without importing the SDK).
+
+    kwiki mcp                         # stdio: configure an agent with {"command": "kwiki", "args": ["mcp"]}
+    kwiki mcp --http --port 8765      # streamable HTTP at http://127.0.0.1:8765/mcp
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+
+def mcp_command(
+    http: Annotated[bool, typer.Option("--http", help="Serve streamable HTTP on 127.0.0.1 instead of stdio")] = False,
+    port: Annotated[int, typer.Option(help="Port for --http (path /mcp)")] = 8765,
+    index_dir: Annotated[Optional[Path], typer.Option("--index-dir", help="Index root (default: $KWIKI_INDEX_DIR or .kwiki/index)")] = None,
+) -> None:
+    """Serve kwiki's tools (search, get_page, diagnose, list_signals) to coding agents over MCP."""
+    from kwiki.settings import Settings
+
+    from .mcp_server import serve
+
+    settings = Settings(index_dir=index_dir) if index_dir is not None else Settings()
+    if http:
+        typer.echo(f"kwiki MCP server on http://127.0.0.1:{port}/mcp", err=True)
+    serve(settings, http=http, port=port)

@@ -1,0 +1,209 @@
+"""kwiki as an MCP server (official ``mcp`` SDK, 2.x: ``mcp.server.mcpserver.MCPServer``).
+
+    kwiki mcp                     # stdio, for an agent that launches it
+    kwiki mcp --http --port 8765  # streamable HTTP on http://127.0.0.1:8765/mcp
+
+Tools: ``search``, ``get_page``, ``diagnose``, ``list_signals``. Every tool calls the code the HTTP API
+calls (``run_search``, ``Searcher.page``, ``diagnose_bytes`` / ``diagnose_metrics``) and returns a compact
+projection (:mod:`kwiki.service.compact`) of the same response. A failure the caller can fix (bad
+argument, unknown page, no index) comes back as a tool error (``is_error``) whose text says what to do.
+
+Note: the SDK renamed ``FastMCP`` (1.x, ``mcp.server.fastmcp``) to ``MCPServer`` (2.x); pyproject pins 2.x.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+from typing import Annotated, Any, Callable, TypeVar
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import BaseModel, Field
+
+from kwiki import __version__
+from kwiki.errors import BadInput, IndexMissing, KwikiError
+from kwiki.settings import Settings
+
+from .compact import CompactDiagnosis, CompactPage, CompactSearch, compact_diagnosis, compact_page, compact_search
+
+log = logging.getLogger("kwiki.mcp")
+T = TypeVar("T")
+#: the schema's bound for k (annotations are evaluated at module level, so not the live settings;
+#: a lower KWIKI_MAX_K is still enforced by the Searcher, as for HTTP)
+MAX_K: int = Settings.model_fields["max_k"].default
+
+INSTRUCTIONS = """\
+kwiki answers GPU-kernel optimization questions for NVIDIA Hopper (sm_90) and Blackwell (sm_100) with
+ranked wiki pages, each with a confidence tag and its sources. Use `search` for a symptom, an Nsight
+Compute metric or rule message, a technique or a hardware feature; `get_page` for a hit's whole text;
+`diagnose` for an Nsight Compute export (a CSV path) or a few metric values; `list_signals` for the
+signals diagnose can detect. Prefer pages tagged `verified` or `source-reported`; `inferred` and
+`experimental` claims need checking against the listed sources."""
+
+
+class SearchFilters(BaseModel):
+    """Optional filters; values within one filter are OR-ed, filters are AND-ed."""
+
+    type: list[str] = Field(default_factory=list, description="Page types, e.g. pattern, technique, hardware, source-pr")
+    architecture: list[str] = Field(default_factory=list, description="sm90, sm100 or a GPU name: H100, H200, B200")
+    confidence: list[str] = Field(default_factory=list, description="verified, source-reported, inferred, experimental")
+    corpus: list[str] = Field(default_factory=list, description="Corpus names, e.g. kwiki, kernelwiki")
+    tag: list[str] = Field(default_factory=list, description="Tags, techniques, hardware features or symptoms")
+    language: list[str] = Field(default_factory=list, description="Kernel languages, e.g. cuda, cute, triton")
+
+
+class SignalInfo(BaseModel):
+    id: str
+    title: str
+    patterns: list[str] = Field(default_factory=list, description="Pattern page ids (open with get_page)")
+    techniques: list[str] = Field(default_factory=list)
+    metrics: list[str] = Field(default_factory=list, description="Nsight Compute metrics the rule reads")
+
+
+class SignalList(BaseModel):
+    signals: list[SignalInfo]
+
+
+class Backend:
+    """The open index, loaded on first use (and retried on each call until an index exists)."""
+
+    def __init__(self, settings: Settings) -> None:
+        from .app import State  # the same holder the HTTP app uses
+
+        self.settings = settings
+        self.state = State(settings)
+
+    def searcher(self) -> Any:
+        if self.state.searcher is None:
+            with self.state.lock:
+                if self.state.searcher is None:
+                    self.state.load()
+        return self.state.get()
+
+    def warm(self) -> None:
+        """Open the index and load the model in the background so the first call is quick."""
+        def run() -> None:
+            try:
+                self.searcher()
+            except KwikiError as exc:
+                log.warning("kwiki mcp: %s (%s)", exc.message, exc.hint)
+        threading.Thread(target=run, name="kwiki-warm", daemon=True).start()
+
+
+def _tool_error(exc: KwikiError) -> ToolError:
+    text = f"{exc.code}: {exc.message}"
+    if exc.hint:
+        text += f" (hint: {exc.hint})"
+    return ToolError(text)
+
+
+def _guarded(fn: Callable[[], T]) -> T:
+    """Run ``fn``; kwiki's own errors become tool errors the agent can read and act on."""
+    try:
+        return fn()
+    except KwikiError as exc:
+        raise _tool_error(exc) from None
+
+
+def signal_list() -> SignalList:
+    """Signals with their pattern pages and the metrics that feed them (catalog ``feeds``)."""
+    from kwiki.profiling.catalog import load_catalog
+    from kwiki.profiling.signals import load_signals
+
+    feeds: dict[str, list[str]] = {}
+    for m in load_catalog().metrics:
+        for sig in m.feeds:
+            feeds.setdefault(sig, []).append(m.primary)
+    return SignalList(signals=[
+        SignalInfo(id=s.id, title=s.title, patterns=s.patterns, techniques=s.techniques[:6], metrics=feeds.get(s.id, [])[:8])
+        for s in load_signals().values()
+    ])
+
+
+def build_server(settings: Settings, backend: Backend | None = None) -> MCPServer:
+    """The MCP server with kwiki's four tools (not started)."""
+    from .app import SearchRequest, run_search
+
+    kw = backend or Backend(settings)
+    server = MCPServer("kwiki", title="kwiki", version=__version__, instructions=INSTRUCTIONS,
+                       description="Ranked, sourced GPU-kernel optimization knowledge (Hopper, Blackwell)")
+
+    @server.tool(description=(
+        "Search kwiki for a question, symptom ('only 8 of 132 SMs busy at the end'), Nsight Compute metric or "
+        "rule message, technique or hardware feature. Returns ranked pages: id, title, type, confidence, one "
+        "snippet and sources. The same ranking as GET /search. Open a hit with get_page."))
+    def search(
+        query: Annotated[str, Field(description="The question, symptom, metric name or rule message", min_length=1)],
+        k: Annotated[int, Field(description="Number of pages to return", ge=1, le=MAX_K)] = 5,
+        filters: Annotated[SearchFilters | None, Field(description="Optional filters")] = None,
+    ) -> CompactSearch:
+        f = filters or SearchFilters()
+        req = SearchRequest(q=query, k=k, **f.model_dump())
+        return _guarded(lambda: compact_search(run_search(kw.searcher(), req, kw.settings)))
+
+    @server.tool(description=(
+        "Get one page by id (from a search hit or a source reference): its whole markdown body, facets, "
+        "confidence, resolved sources (ids you can open with get_page, and URLs), related pages and artifacts."))
+    def get_page(
+        id: Annotated[str, Field(description="Page id, e.g. pattern-tail-effect or kernelwiki:pattern-tail-effect", min_length=1)],
+    ) -> CompactPage:
+        return _guarded(lambda: compact_page(kw.searcher().page(id)))
+
+    @server.tool(description=(
+        "Diagnose an Nsight Compute profile: give `path` (a file on this machine: `ncu --page raw --csv`, "
+        "`--page details --csv`, JSON or .ncu-rep export) or `metrics` ({ncu metric name: value}). Returns, per "
+        "kernel launch, the fired signals ranked by the share of runtime at stake, their evidence and the "
+        "pages that explain them. See list_signals for what it can detect."))
+    def diagnose(
+        path: Annotated[str | None, Field(description="Path to an NCU export on the machine running kwiki")] = None,
+        metrics: Annotated[dict[str, float | str] | None, Field(
+            description="Metric values, e.g. {\"launch__grid_size\": 32, \"launch__sm_count\": 132}")] = None,
+        k: Annotated[int, Field(description="Pages per signal", ge=1, le=20)] = 5,
+    ) -> CompactDiagnosis:
+        if (path is None) == (metrics is None):
+            raise ToolError("bad_request: give exactly one of `path` or `metrics`")
+        return _guarded(lambda: compact_diagnosis(_diagnose(kw, path, metrics, k)))
+
+    @server.tool(description=(
+        "List the Nsight Compute signals kwiki's diagnosis detects (tail effect, uncoalesced access, bank "
+        "conflicts, ...), each with its pattern pages and the metrics it reads."))
+    def list_signals() -> SignalList:
+        return _guarded(signal_list)
+
+    return server
+
+
+def _diagnose(kw: Backend, path: str | None, metrics: dict[str, Any] | None, k: int) -> Any:
+    from kwiki.profiling.diagnose import diagnose_bytes, diagnose_metrics
+
+    try:
+        searcher = kw.searcher()
+    except IndexMissing:
+        searcher = None  # the diagnosis itself needs no index; only the ranked pages do
+    if metrics is not None:
+        resp = diagnose_metrics(metrics, searcher=searcher, k=k)
+    else:
+        file = Path(str(path)).expanduser()
+        if not file.is_file():
+            raise BadInput(f"no file at {file}", hint="give the path of an NCU export, e.g. from `ncu --page raw --csv`")
+        limit = kw.settings.max_upload_bytes
+        if file.stat().st_size > limit:
+            raise BadInput(f"{file} is over the {limit}-byte limit", hint="export only the kernels of interest (ncu -k)")
+        resp = diagnose_bytes(file.read_bytes(), file.name, searcher=searcher, k=k)
+    if searcher is None:
+        resp.warnings.append("no index loaded, so no pages are ranked: run `kwiki ingest`")
+    return resp
+
+
+def serve(settings: Settings, http: bool = False, port: int = 8765) -> None:
+    """Run over stdio (default) or streamable HTTP on loopback (``http://127.0.0.1:{port}/mcp``)."""
+    backend = Backend(settings)
+    server = build_server(settings, backend)
+    backend.warm()
+    if http:
+        # Loopback only: the SDK then also turns on DNS-rebinding protection (Host/Origin checks).
+        server.run("streamable-http", host="127.0.0.1", port=port)
+    else:
+        server.run("stdio")

@@ -1,0 +1,195 @@
+"""The search page: server-rendered HTML over the same code paths as the JSON API.
+
+    GET  /                      query box, filters, result cards   (run_search, as GET /search)
+    GET  /ui/page/{id}          a page with its sources, related pages and artifacts (Searcher.page)
+    GET  /ui/diagnose           upload form for an Nsight Compute export
+    POST /ui/diagnose           fired signals with evidence and ranked pages (diagnose_bytes, as POST /diagnose)
+    GET  /ui/static/{name}      the CSS and the little JavaScript
+
+Registered in :func:`kwiki.service.app.create_app` with ``app.include_router(web.router)``.
+Errors render as a message on the page (with the same text and hint as the JSON error), never a trace.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import APIRouter, File, Form, Query, Request, UploadFile
+from fastapi.responses import FileResponse, HTMLResponse, Response
+from fastapi.templating import Jinja2Templates
+from markdown_it import MarkdownIt
+from markupsafe import Markup, escape
+
+from kwiki.errors import BadInput, IndexMissing, KwikiError, NotFound, PayloadTooLarge
+
+HERE = Path(__file__).resolve().parent
+STATIC = HERE / "static"
+CONFIDENCE = ("verified", "source-reported", "inferred", "experimental")
+#: offered in the architecture filter besides the index's own vocabulary (GPU names resolve through aliases)
+GPU_NAMES = ("H100", "H200", "B200", "GB200")
+_STOP = frozenset("the and for with are was that this from have has not but its into only of my our your a an to in on at is it".split())
+
+router = APIRouter(include_in_schema=False)
+templates = Jinja2Templates(directory=str(HERE / "templates"))
+_md = MarkdownIt("commonmark", {"html": False, "linkify": False}).enable("table")
+
+
+def highlight(text: str, terms: list[str]) -> Markup:
+    """``text`` HTML-escaped, with each of ``terms`` (case-insensitive, whole words) in ``<mark>``."""
+    words = sorted({t.strip() for t in terms if t and len(t.strip()) >= 2}, key=len, reverse=True)
+    if not words:
+        return Markup(escape(text))
+    pattern = re.compile(r"(?<![\w])(" + "|".join(re.escape(w) for w in words) + r")(?![\w])", re.I)
+    out, last = [], 0
+    for m in pattern.finditer(text):
+        out.append(str(escape(text[last:m.start()])))
+        out.append(f"<mark>{escape(m.group(0))}</mark>")
+        last = m.end()
+    out.append(str(escape(text[last:])))
+    return Markup("".join(out))
+
+
+def query_terms(q: str) -> list[str]:
+    """Words of the query worth highlighting (no stop words, no 1-letter tokens)."""
+    return [w for w in re.findall(r"[A-Za-z0-9_.]+", q) if len(w) >= 3 and w.lower() not in _STOP]
+
+
+def render_markdown(text: str) -> Markup:
+    """A page body as HTML; raw HTML in the markdown is escaped, not passed through."""
+    return Markup(_md.render(text))
+
+
+templates.env.filters["highlight"] = highlight
+templates.env.filters["markdown"] = render_markdown
+
+
+def _state(request: Request) -> Any:
+    return request.app.state.kwiki
+
+
+def _searcher_or_none(request: Request) -> Any:
+    try:
+        return _state(request).get()
+    except KwikiError:
+        return None
+
+
+def _facet_options(searcher: Any) -> dict[str, list[str]]:
+    if searcher is None:
+        return {"type": [], "architecture": list(GPU_NAMES), "confidence": list(CONFIDENCE), "corpus": []}
+    pages = searcher.pages.values()
+    return {
+        "type": sorted({p.type for p in pages}),
+        "architecture": sorted(searcher.arch_vocab) + list(GPU_NAMES),
+        "confidence": list(CONFIDENCE),
+        "corpus": sorted({p.corpus for p in pages}),
+    }
+
+
+def _error(exc: KwikiError) -> dict[str, Any]:
+    return {"code": exc.code, "message": exc.message, "hint": exc.hint}
+
+
+def _render(request: Request, name: str, status: int = 200, **context: Any) -> HTMLResponse:
+    return templates.TemplateResponse(request, name, context, status_code=status)
+
+
+@router.get("/", response_class=HTMLResponse)
+def search_page(
+    request: Request,
+    q: Annotated[str, Query()] = "",
+    k: Annotated[int, Query()] = 10,
+    type: Annotated[list[str], Query()] = [],  # noqa: B006 - FastAPI copies defaults
+    architecture: Annotated[list[str], Query()] = [],  # noqa: B006
+    confidence: Annotated[list[str], Query()] = [],  # noqa: B006
+    corpus: Annotated[list[str], Query()] = [],  # noqa: B006
+) -> HTMLResponse:
+    """The search page; with ``q`` it runs the same search as ``GET /search`` and shows the hits as cards."""
+    from .app import SearchRequest, run_search
+
+    state = _state(request)
+    # Empty selects submit "", which means "any".
+    chosen = {"type": [v for v in type if v], "architecture": [v for v in architecture if v],
+              "confidence": [v for v in confidence if v], "corpus": [v for v in corpus if v]}
+    ctx: dict[str, Any] = {"q": q, "k": k, "chosen": chosen, "resp": None, "error": None, "terms": query_terms(q)}
+    status = 200
+    try:
+        searcher = state.get()
+        ctx["options"] = _facet_options(searcher)
+        if q.strip():
+            ctx["resp"] = run_search(searcher, SearchRequest(q=q, k=k, **chosen), state.settings)
+    except KwikiError as exc:
+        ctx.setdefault("options", _facet_options(None))
+        ctx["error"], status = _error(exc), exc.status
+    return _render(request, "search.html", status, **ctx)
+
+
+@router.get("/ui/page/{page_id:path}", response_class=HTMLResponse)
+def page_view(request: Request, page_id: str, q: Annotated[str, Query()] = "") -> HTMLResponse:
+    """One page (the same document as ``GET /pages/{id}``) rendered, with links to its sources."""
+    try:
+        page = _state(request).get().page(page_id)
+    except KwikiError as exc:
+        return _render(request, "page.html", exc.status, page=None, error=_error(exc), q=q)
+    return _render(request, "page.html", page=page, error=None, q=q)
+
+
+@router.get("/ui/diagnose", response_class=HTMLResponse)
+def diagnose_form(request: Request) -> HTMLResponse:
+    return _render(request, "diagnose.html", result=None, error=None, filename="", indexed=_searcher_or_none(request) is not None)
+
+
+@router.post("/ui/diagnose", response_class=HTMLResponse)
+async def diagnose_upload(
+    request: Request,
+    file: Annotated[UploadFile, File(description="Nsight Compute export: raw/details CSV, JSON or .ncu-rep")],
+    k: Annotated[int, Form()] = 5,
+) -> HTMLResponse:
+    """Diagnose an uploaded export with ``diagnose_bytes`` (what ``POST /diagnose`` calls) and show it."""
+    import asyncio
+
+    settings = _state(request).settings
+    filename = file.filename or "upload"
+    searcher = _searcher_or_none(request)
+    try:
+        data = await file.read(settings.max_upload_bytes + 1)
+        if len(data) > settings.max_upload_bytes:
+            raise PayloadTooLarge(f"{filename} is over the {settings.max_upload_bytes}-byte limit",
+                                  hint="export only the kernels of interest (ncu -k NAME)")
+        if not data:
+            raise BadInput("the uploaded file is empty", hint="choose an export from `ncu --page raw --csv`")
+        result = await asyncio.to_thread(_diagnose, data, filename, searcher, k)
+    except KwikiError as exc:
+        return _render(request, "diagnose.html", exc.status, result=None, error=_error(exc), filename=filename,
+                       indexed=searcher is not None)
+    return _render(request, "diagnose.html", result=result, error=None, filename=filename, indexed=searcher is not None,
+                   reading=_reading_list(result))
+
+
+def _diagnose(data: bytes, filename: str, searcher: Any, k: int) -> Any:
+    try:
+        from kwiki.profiling.diagnose import diagnose_bytes
+    except ImportError as exc:  # pragma: no cover - profiling ships with kwiki; guards a broken install
+        raise IndexMissing("diagnosis is not available in this build", hint=str(exc)) from None
+    return diagnose_bytes(data, filename, searcher=searcher, k=k)
+
+
+def _reading_list(result: Any, limit: int = 8) -> list[Any]:
+    """Pages of the top launches' signals, in signal order, each once: what to read first."""
+    seen: dict[str, Any] = {}
+    for launch in result.launches[:3]:
+        for sig in launch.signals[:3]:
+            for p in sig.pages:
+                seen.setdefault(p.id, p)
+    return list(seen.values())[:limit]
+
+
+@router.get("/ui/static/{name}")
+def static_file(name: str) -> Response:
+    """CSS and JS from service/static (only files that are there; no paths)."""
+    path = STATIC / name
+    if "/" in name or name.startswith(".") or not path.is_file():
+        raise NotFound(f"no static file '{name[:60]}'")
+    return FileResponse(path, headers={"Cache-Control": "max-age=300"})

@@ -1,0 +1,54 @@
+"""`kwiki diagnose --record`: a real diagnosis of a real NCU export attached to a candidate."""
+
+from __future__ import annotations
+
+import pytest
+
+from kwiki.errors import NotFound
+from kwiki.ingest.ledger import Ledger, attach_diagnosis
+from kwiki.profiling.diagnose import diagnose_bytes
+
+from tests.conftest import DATA
+
+
+def _diagnose(name: str):
+    path = DATA / "ncu" / name
+    return diagnose_bytes(path.read_bytes(), name)
+
+
+def test_attach_records_signals_metrics_and_reports(workspace):
+    led = Ledger(workspace)
+    before_lines = led.candidates_path.read_text().count("\n")
+    before_csv = led.benchmark_path.read_text()
+    diag = _diagnose("bank_conflicts-bad.raw.csv")
+    fired = [s.signal for s in diag.launches[0].signals]
+    assert fired, "the fixture should fire at least one signal"
+
+    cand = attach_diagnosis(led, "transpose/t01", diag.model_dump(), report_path="reports/t01-bad.ncu-rep")
+    assert cand.evidence.signals[0] == "smem-bank-conflicts" == fired[0]
+    assert set(fired) <= set(cand.evidence.signals)
+    assert cand.evidence.metrics["achieved_occupancy"] == diag.launches[0].key_metrics["achieved_occupancy"]
+    # what was there before is kept: the earlier report and metric
+    assert cand.evidence.reports == ["reports/t01.ncu-rep", "bank_conflicts-bad.raw.csv", "reports/t01-bad.ncu-rep"]
+    assert "l1tex_data_bank_conflicts_pipe_lsu_mem_shared_op_ld" in cand.evidence.metrics
+    assert cand.evidence.diagnosed_at and cand.evidence.model_extra["magnitudes"]["smem-bank-conflicts"] > 0
+
+    read = led.read()
+    assert read.get("transpose/t01").evidence == cand.evidence
+    assert read.get("transpose/t01").status == "promoted" and len(read.candidates) == 36
+    assert led.candidates_path.read_text().count("\n") == before_lines + 1  # appended, never rewritten
+    assert led.benchmark_path.read_text() == before_csv  # no duplicate benchmark rows
+
+
+def test_attach_accepts_the_response_model_and_a_second_diagnosis(workspace):
+    led = Ledger(workspace)
+    attach_diagnosis(led, "t03", _diagnose("bank_conflicts-fixed.raw.csv"))
+    cand = attach_diagnosis(led, "t03", _diagnose("bank_conflicts-fixed.details.csv"))
+    assert "dram-bound" in cand.evidence.signals
+    assert cand.evidence.reports[-2:] == ["bank_conflicts-fixed.raw.csv", "bank_conflicts-fixed.details.csv"]
+    assert len(cand.evidence.signals) == len(set(cand.evidence.signals))
+
+
+def test_attach_to_an_unknown_candidate_is_not_found(workspace):
+    with pytest.raises(NotFound):
+        attach_diagnosis(Ledger(workspace), "transpose/zz", {"launches": []})

@@ -1,0 +1,140 @@
+"""GET/POST /ledger on a real uvicorn server over a real index that includes the fixture ledger."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+
+import httpx
+import pytest
+
+from tests.conftest import ServerThread
+
+from .conftest import LEDGER
+
+pytestmark = pytest.mark.slow
+TOKEN = "ledger-test-token"
+
+
+@pytest.fixture(scope="module")
+def ledger_server(tmp_path_factory, ledger_mini_index, embedder):
+    from kwiki.service.app import create_app
+    from kwiki.settings import Settings
+
+    ws = tmp_path_factory.mktemp("http-ledger") / "ws"
+    shutil.copytree(LEDGER, ws, ignore=shutil.ignore_patterns("*.py"))
+    app = create_app(Settings(index_dir=ledger_mini_index, ledger_dir=ws, admin_token=TOKEN))
+    app.state.kwiki.embedder = embedder  # the session's model: loaded once for every test
+    with ServerThread(app) as srv:
+        srv.workspace = ws
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def client(ledger_server):
+    with httpx.Client(base_url=ledger_server.url, timeout=60) as c:
+        yield c
+
+
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+def test_list_reports_candidates_and_the_malformed_line(client):
+    body = client.get("/ledger").json()
+    assert body["total"] >= 36
+    assert {"transpose/t03", "gemm-bf16/g18"} <= {c["key"] for c in body["candidates"]}
+    assert body["problems"][0]["line"] == 21
+    rejected = client.get("/ledger", params={"task": "transpose", "status": "rejected"}).json()
+    assert {c["id"] for c in rejected["candidates"]} == {"t02", "t04", "t05", "t06", "t08", "t09", "t10", "t13", "t14", "t16"}
+    assert client.get("/ledger", params={"status": "bogus"}).status_code == 400
+
+
+def test_show_one_candidate(client):
+    t15 = client.get("/ledger/transpose/t15").json()
+    assert t15["status"] == "promoted" and t15["page"] == "cand-transpose-t15"
+    assert client.get("/ledger/t16").json()["reviewer"] == "ana"  # unknown fields are kept
+    r = client.get("/ledger/nope")
+    assert r.status_code == 404 and r.json()["error"]["code"] == "not_found"
+
+
+def test_applies_to_counts_how_candidates_of_a_technique_fared(client):
+    s = client.get("/ledger", params={"applies_to": "technique-shared-memory-padding"}).json()
+    assert s["counts"] == {"promoted": 2, "rejected": 1, "candidate": 0}
+    assert [c["id"] for c in s["candidates"]] == ["t03", "t11", "t05"]  # promoted first
+    p = client.get("/ledger", params={"applies_to": "pattern-shared-memory-bank-conflicts"}).json()
+    assert p["counts"] == {"promoted": 2, "rejected": 4, "candidate": 1}
+    assert all(c["reason"] for c in p["candidates"] if c["status"] == "rejected")
+
+
+def test_post_needs_the_token(client):
+    doc = {"task": "transpose", "id": "h1", "parent": "t15", "mechanism": "unauthorized"}
+    assert client.post("/ledger", json=doc).status_code == 401
+    r = client.post("/ledger", json=doc, headers={"Authorization": "Bearer wrong"})
+    assert r.status_code == 401 and r.json()["error"]["code"] == "unauthorized"
+    assert client.get("/ledger/transpose/h1").status_code == 404
+
+
+def test_post_appends_durably_and_keeps_unknown_fields(client, ledger_server):
+    doc = {"task": "transpose", "id": "h2", "parent": "t15", "mechanism": "tile 32x16 for B200",
+           "techniques": ["technique-thread-coarsening"], "status": "rejected", "reason": "slower on B200",
+           "author": "agent:http-test", "sweep": {"tiles": [16, 32]}}
+    r = client.post("/ledger", json=doc, headers=AUTH)
+    assert r.status_code == 201, r.text
+    assert r.json()["created_at"] and r.json()["sweep"] == {"tiles": [16, 32]}
+    got = client.get("/ledger/transpose/h2").json()
+    assert got["status"] == "rejected" and got["author"] == {"kind": "agent", "name": "http-test"}
+    last = (ledger_server.workspace / "candidates.jsonl").read_text().splitlines()[-1]
+    assert json.loads(last)["id"] == "h2"
+
+
+@pytest.mark.parametrize("body, code", [
+    (b"{not json", 400), (b"[1, 2]", 400), (b'{"task": "t", "status": "maybe"}', 400),
+    (b'{"id": "x"}', 400), (json.dumps({"task": "t", "id": "big", "notes": "x" * 300_000}).encode(), 413),
+])
+def test_post_rejects_bad_bodies(client, body, code):
+    r = client.post("/ledger", content=body, headers={**AUTH, "content-type": "application/json"})
+    assert r.status_code == code and r.json()["error"]["message"]
+
+
+def test_concurrent_posts_lose_nothing(client):
+    errors: list[str] = []
+
+    def writer(name: str) -> None:
+        with httpx.Client(base_url=str(client.base_url), timeout=60) as c:
+            for i in range(15):
+                r = c.post("/ledger", json={"task": "http-race", "mechanism": f"{name} {i}"}, headers=AUTH)
+                if r.status_code != 201:
+                    errors.append(r.text)
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in ("a", "b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    race = client.get("/ledger", params={"task": "http-race"}).json()["candidates"]
+    assert sorted(c["mechanism"] for c in race) == sorted(f"{n} {i}" for n in "ab" for i in range(15))
+    assert len({c["id"] for c in race}) == 30
+
+
+def test_post_is_off_without_a_configured_token(ledger_mini_index, tmp_path):
+    from kwiki.service.app import create_app
+    from kwiki.settings import Settings
+
+    app = create_app(Settings(index_dir=ledger_mini_index, ledger_dir=tmp_path / "ws", admin_token=None))
+    with ServerThread(app) as srv, httpx.Client(base_url=srv.url, timeout=60) as c:
+        r = c.post("/ledger", json={"task": "t", "id": "a"}, headers=AUTH)
+        assert r.status_code == 403 and r.json()["error"]["code"] == "forbidden"
+        assert c.get("/ledger").json()["total"] == 0
+    assert not (tmp_path / "ws").exists()
+
+
+def test_ledger_search_returns_pages_then_candidates_with_status(client):
+    r = client.get("/ledger/search", params={"q": "bank conflicts in the transpose kernel", "k": 3})
+    assert r.status_code == 200, r.text
+    tier = r.json()["experience"]["hits"]
+    assert tier and all(h["status"] in ("promoted", "rejected", "candidate") for h in tier)
+    assert tier[0]["candidate"].startswith("transpose/")
+    failed = client.get("/ledger/search", params={"q": "what was already tried and failed", "status": "rejected"}).json()
+    assert failed["experience"]["hits"] and {h["status"] for h in failed["experience"]["hits"]} == {"rejected"}

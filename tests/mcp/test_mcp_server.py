@@ -1,0 +1,180 @@
+"""The MCP server end to end: ``kwiki mcp`` spawned over stdio (and over streamable HTTP), driven by the
+official SDK's own client, against the real corpus index, compared with the real HTTP API."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+import yaml
+
+pytestmark = pytest.mark.slow
+
+from ..conftest import DATA, free_port  # noqa: E402
+
+TAIL_Q = "most SMs sit idle during the last wave of my GEMM"  # a tail-effect symptom that names no pattern
+NCU = DATA / "ncu"
+EXPECTED = yaml.safe_load((NCU / "expected.yaml").read_text())
+
+
+def _env(index: Path) -> dict[str, str]:
+    return {"HF_HUB_OFFLINE": "1", "KWIKI_INDEX_DIR": str(index), "KWIKI_TORCH_THREADS": "1"}
+
+
+def _kwiki() -> str:
+    exe = shutil.which("kwiki")
+    assert exe, "the kwiki console script is not installed"
+    return exe
+
+
+@pytest.fixture(scope="module")
+def stdio_session(corpus_index, tmp_path_factory) -> dict:
+    """One stdio session: every call the tests below look at, made in order (errors first, then more calls,
+    so the later answers also show that a bad call did not take the server down)."""
+    from mcp import Client, StdioServerParameters
+
+    cwd = tmp_path_factory.mktemp("mcp-cwd")  # run from elsewhere, as an agent would
+    params = StdioServerParameters(command=_kwiki(), args=["mcp"], env=_env(corpus_index), cwd=str(cwd))
+    out: dict = {}
+
+    async def scenario() -> None:
+        async with Client(params, read_timeout_seconds=600) as c:
+            out["tools"] = (await c.list_tools()).tools
+            out["k0"] = await c.call_tool("search", {"query": TAIL_Q, "k": 0})
+            out["k_text"] = await c.call_tool("search", {"query": TAIL_Q, "k": "many"})
+            out["bad_type"] = await c.call_tool("search", {"query": TAIL_Q, "filters": {"type": ["no-such-type"]}})
+            out["no_page"] = await c.call_tool("get_page", {"id": "pattern-no-such-page"})
+            out["diag_none"] = await c.call_tool("diagnose", {})
+            out["diag_nofile"] = await c.call_tool("diagnose", {"path": str(cwd / "missing.csv")})
+            out["search"] = await c.call_tool("search", {"query": TAIL_Q, "k": 5})
+            out["filtered"] = await c.call_tool("search", {"query": "tensor memory", "k": 5, "filters": {"type": ["hardware"]}})
+            out["page"] = await c.call_tool("get_page", {"id": "pattern-tail-effect"})
+            out["diag_file"] = await c.call_tool("diagnose", {"path": str(NCU / "tail_effect-bad.raw.csv")})
+            out["diag_metrics"] = await c.call_tool("diagnose", {"metrics": {"launch__grid_size": 32, "launch__sm_count": 132}})
+            out["signals"] = await c.call_tool("list_signals", {})
+
+    anyio.run(scenario)
+    return out
+
+
+def _ok(result) -> dict:
+    assert not result.is_error, result.content[0].text if result.content else result
+    assert result.structured_content is not None
+    # The text block carries the same document for clients that ignore structured content.
+    assert json.loads(result.content[0].text) == result.structured_content
+    return result.structured_content
+
+
+def _err(result) -> str:
+    assert result.is_error, result
+    return result.content[0].text
+
+
+def test_tools_are_listed_with_descriptions_and_schemas(stdio_session):
+    tools = {t.name: t for t in stdio_session["tools"]}
+    assert set(tools) == {"search", "get_page", "diagnose", "list_signals"}
+    for t in tools.values():
+        assert t.description and len(t.description) > 60, t.name
+        assert t.input_schema["type"] == "object"
+        assert t.output_schema and t.output_schema["type"] == "object"
+    search = tools["search"].input_schema
+    assert search["required"] == ["query"] and {"query", "k", "filters"} <= set(search["properties"])
+    assert set(tools["diagnose"].input_schema["properties"]) >= {"path", "metrics"}
+    assert tools["get_page"].input_schema["required"] == ["id"]
+
+
+def test_search_returns_the_tail_effect_page_first_as_get_search_does(stdio_session, http):
+    doc = _ok(stdio_session["search"])
+    assert doc["hits"][0]["id"] == "pattern-tail-effect"
+    api = http.get("/search", params={"q": TAIL_Q, "k": 5}).json()
+    assert [h["id"] for h in doc["hits"]] == [h["id"] for h in api["hits"]]
+    assert [h["confidence"] for h in doc["hits"]] == [h["confidence"] for h in api["hits"]]
+    first = doc["hits"][0]
+    assert set(first) == {"id", "title", "type", "corpus", "confidence", "score", "snippet", "sources"}
+    assert first["sources"] and len(first["snippet"]) <= 320
+    # Compact: a fraction of the HTTP document, which carries ranking internals.
+    assert len(json.dumps(doc)) < len(json.dumps(api))
+
+
+def test_search_filters_apply(stdio_session):
+    doc = _ok(stdio_session["filtered"])
+    assert doc["hits"] and {h["type"] for h in doc["hits"]} == {"hardware"}
+    assert doc["filters"]["type"] == ["hardware"]
+
+
+def test_bad_arguments_are_tool_errors_not_crashes(stdio_session):
+    assert "k" in _err(stdio_session["k0"])
+    assert "k" in _err(stdio_session["k_text"])
+    assert "unknown type" in _err(stdio_session["bad_type"])  # the Searcher's own validation, as HTTP 400
+    assert "page_not_found" in _err(stdio_session["no_page"])
+    assert "exactly one of" in _err(stdio_session["diag_none"])
+    assert "no file at" in _err(stdio_session["diag_nofile"])
+    # ... and the server answered every later call in the same session.
+    assert _ok(stdio_session["signals"])["signals"]
+
+
+def test_get_page_has_the_whole_page_and_resolved_sources(stdio_session, http):
+    doc = _ok(stdio_session["page"])
+    api = http.get("/pages/pattern-tail-effect").json()
+    assert doc["body"] == api["body"] and doc["title"] == api["title"]
+    assert [s["id"] for s in doc["sources"]] == [s["id"] for s in api["sources"]]
+    assert any(s["resolved"] for s in doc["sources"])
+
+
+def test_diagnose_an_export_by_path(stdio_session):
+    doc = _ok(stdio_session["diag_file"])
+    top = doc["launches"][0]["signals"][0]
+    assert top["signal"] == EXPECTED["tail_effect-bad"]["expected_top"]
+    assert top["evidence"]
+    assert "pattern-tail-effect" in [p["id"] for p in top["pages"]]
+
+
+def test_diagnose_metrics(stdio_session):
+    doc = _ok(stdio_session["diag_metrics"])
+    assert doc["launches"][0]["signals"][0]["signal"] == "small-grid"
+
+
+def test_list_signals(stdio_session):
+    signals = {s["id"]: s for s in _ok(stdio_session["signals"])["signals"]}
+    assert "pattern-tail-effect" in signals["tail-effect"]["patterns"]
+    assert signals["tail-effect"]["metrics"]
+
+
+def test_streamable_http_on_loopback(corpus_index, tmp_path):
+    from mcp import Client
+
+    port = free_port()
+    log = open(tmp_path / "mcp-http.log", "w")
+    proc = subprocess.Popen([_kwiki(), "mcp", "--http", "--port", str(port)], cwd=tmp_path, stdout=log,
+                            stderr=subprocess.STDOUT, env={**os.environ, **_env(corpus_index)})
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert proc.poll() is None, (tmp_path / "mcp-http.log").read_text()
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "kwiki mcp --http did not listen"
+                time.sleep(0.2)
+        out: dict = {}
+
+        async def scenario() -> None:
+            async with Client(f"http://127.0.0.1:{port}/mcp", read_timeout_seconds=300) as c:
+                out["tools"] = {t.name for t in (await c.list_tools()).tools}
+                out["search"] = await c.call_tool("search", {"query": TAIL_Q, "k": 3})
+
+        anyio.run(scenario)
+        assert out["tools"] == {"search", "get_page", "diagnose", "list_signals"}
+        assert _ok(out["search"])["hits"][0]["id"] == "pattern-tail-effect"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        log.close()

@@ -1,0 +1,119 @@
+"""The search page in a real browser: Debian's chromium, headless, driven by Playwright, against the real
+server and index. Screenshots go to test-output/web/."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ..conftest import DATA, REPO
+
+pytestmark = pytest.mark.slow
+
+CHROMIUM = Path(os.environ.get("KWIKI_CHROMIUM", "/usr/bin/chromium"))
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync"]
+SHOTS = REPO / "test-output" / "web"
+TAIL_Q = "most SMs sit idle during the last wave of my GEMM"  # a tail-effect symptom that names no pattern
+NCU = DATA / "ncu"
+EXPECTED = yaml.safe_load((NCU / "expected.yaml").read_text())
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not CHROMIUM.exists():
+        if os.environ.get("CI"):  # .ci/run installs it: its absence there is a failure
+            pytest.fail(f"{CHROMIUM} is missing: .ci/run should have installed chromium")
+        pytest.skip(f"{CHROMIUM} is missing: apt-get install -y chromium")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=FLAGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture()
+def page(browser):
+    ctx = browser.new_context(viewport={"width": 1200, "height": 900})
+    pg = ctx.new_page()
+    pg.set_default_timeout(120_000)  # the first search waits for the model on a busy 2-core box
+    yield pg
+    ctx.close()
+
+
+def _shot(pg, name: str) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    pg.screenshot(path=str(SHOTS / name), full_page=True)
+
+
+def test_query_shows_tail_effect_first_and_opens_it(page, server, http):
+    page.goto(server.url + "/")
+    page.fill("#q", TAIL_Q)
+    page.click("#search-button")
+    page.wait_for_selector("li.hit")
+    cards = page.locator("li.hit")
+    first = cards.first
+    assert first.get_attribute("data-id") == "pattern-tail-effect"
+    # The same answers as GET /search, in the same order.
+    api = http.get("/search", params={"q": TAIL_Q, "k": 10}).json()
+    assert [cards.nth(i).get_attribute("data-id") for i in range(cards.count())] == [h["id"] for h in api["hits"]]
+    assert first.locator(".badge.confidence").inner_text() == api["hits"][0]["confidence"]
+    assert first.locator(".badge.type").inner_text() == "pattern"
+    assert first.locator(".snippet mark").count() > 0  # query terms highlighted
+    assert first.locator(".sources a").count() > 0
+    _shot(page, "search-tail-effect.png")
+
+    first.locator("a.hit-title").click()
+    page.wait_for_selector("#page-title")
+    assert "tail effect" in page.inner_text("#page-title").lower()
+    sources = page.locator("#sources li")
+    assert sources.count() == len(http.get("/pages/pattern-tail-effect").json()["sources"])
+    resolved = page.locator("#sources a.source[href^='/ui/page/']")
+    assert resolved.count() > 0
+    assert page.locator("article.page .body h2").count() > 0  # markdown rendered, not raw
+    _shot(page, "page-tail-effect.png")
+
+    resolved.first.click()  # follow a source into the index
+    page.wait_for_selector("#page-title")
+    assert page.locator("article.page").get_attribute("data-id").startswith(("doc-", "blog-", "paper-", "pr-"))
+
+
+def test_filter_change_reruns_the_query(page, server):
+    page.goto(server.url + "/?q=tensor+memory")
+    page.wait_for_selector("li.hit")
+    with page.expect_navigation():
+        page.select_option("#filter-type", "hardware")  # the page's script submits on change
+    assert "type=hardware" in page.url
+    types = page.locator("li.hit").evaluate_all("els => els.map(e => e.dataset.type)")
+    assert types and set(types) == {"hardware"}
+
+
+@pytest.mark.parametrize("stem", ["tail_effect-bad", "small_grid-bad"])
+def test_upload_an_ncu_csv_shows_the_diagnosis(page, server, stem):
+    expected = EXPECTED[stem]["expected_top"]
+    page.goto(server.url + "/ui/diagnose")
+    page.set_input_files("#ncu-file", str(NCU / f"{stem}.raw.csv"))
+    page.click("#diagnose-button")
+    page.wait_for_selector("#diagnosis")
+    top = page.locator("li.signal").first
+    assert top.get_attribute("data-signal") == expected
+    assert top.locator(".evidence li").count() > 0
+    ranked = page.locator("#ranked-pages li").evaluate_all("els => els.map(e => e.dataset.id)")
+    from kwiki.profiling.signals import load_signals
+
+    assert load_signals()[expected].patterns[0] in ranked
+    _shot(page, f"diagnose-{stem}.png")
+
+
+def test_bad_upload_says_what_is_wrong(page, server, tmp_path):
+    bad = tmp_path / "notes.csv"
+    bad.write_text("this,is\nnot,ncu\n")
+    page.goto(server.url + "/ui/diagnose")
+    page.set_input_files("#ncu-file", str(bad))
+    page.click("#diagnose-button")
+    page.wait_for_selector(".error")
+    assert "ncu" in page.inner_text(".error").lower() or "nsight" in page.inner_text(".error").lower()

@@ -1,0 +1,39 @@
+"""The search page's HTML over plain HTTP: escaping, errors rendered with their hint, static files."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+def test_empty_page_has_the_form_and_filters(http):
+    r = http.get("/")
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
+    for name in ("q", "filter-type", "filter-architecture", "filter-confidence", "filter-corpus"):
+        assert f'id="{name}"' in r.text
+    assert 'value="pattern"' in r.text and 'value="verified"' in r.text
+
+
+def test_query_text_is_escaped(http):
+    r = http.get("/", params={"q": "<script>alert(1)</script> tail effect"})
+    assert r.status_code == 200
+    assert "<script>alert(1)</script>" not in r.text and "&lt;script&gt;" in r.text
+
+
+def test_errors_render_with_hint(http):
+    r = http.get("/", params={"q": "tail", "type": "no-such-type"})
+    assert r.status_code == 400 and 'data-code="bad_request"' in r.text and "one of:" in r.text
+    r = http.get("/ui/page/pattern-no-such-page")
+    assert r.status_code == 404 and "pattern-tail-effect" in r.text  # the hint names a real id
+
+
+def test_static_files_only_from_the_folder(http):
+    assert http.get("/ui/static/kwiki.css").status_code == 200
+    assert http.get("/ui/static/kwiki.js").status_code == 200
+    assert http.get("/ui/static/..%2Fweb.py").status_code == 404
+    assert http.get("/ui/static/nope.css").status_code == 404
+
+
+def test_json_api_is_unchanged(http):
+    assert http.get("/search", params={"q": "tail effect", "k": 1}).json()["hits"][0]["id"] == "pattern-tail-effect"
