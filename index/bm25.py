@@ -81,26 +81,6 @@ def write(path: Path, pages: dict[str, Page], chunks: list[Chunk]) -> None:
     _write(path, (_document(pages[c.page_key], row, " ".join(c.heading_path), c.text) for row, c in enumerate(chunks)))
 
 
-#: Page documents keep at most this many words of body (a 400 KB doc would otherwise dominate length norms).
-PAGE_BODY_WORDS = 4000
-
-
-def write_pages(path: Path, pages: list[Page], chunks: list[Chunk]) -> None:
-    """The page index: one document per page (whole body), ``row`` = position in ``pages``.
-
-    Symptom questions spread their words over a page's sections; scoring the page as a whole
-    catches what no single chunk holds.
-    """
-    heads: dict[str, list[str]] = {}
-    for c in chunks:
-        heads.setdefault(c.page_key, []).extend(h for h in c.heading_path if h not in heads.get(c.page_key, []))
-    _write(
-        path,
-        (_document(p, row, " ".join(heads.get(p.key, [])), " ".join(p.body.split()[:PAGE_BODY_WORDS]))
-         for row, p in enumerate(pages)),
-    )
-
-
 @dataclass
 class BM25Query:
     """Tokens of a query, each list weighted separately (expansions count less)."""

@@ -166,7 +166,6 @@ def build_index(
         tmp.mkdir()
 
         bm25.write(tmp / "bm25", pages, chunks)
-        bm25.write_pages(tmp / "bm25-pages", result.pages, chunks)
 
         cache = vectors.EmbeddingCache(Path(cache_dir) if cache_dir else index_dir / "cache")
         hashes = [c.content_hash for c in chunks]

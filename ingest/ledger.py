@@ -27,6 +27,7 @@ import datetime as _dt
 import fcntl
 import io
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any, Callable, Literal
@@ -111,6 +112,14 @@ class Evidence(BaseModel):
     reports: list[str] = Field(default_factory=list)
     notes: str = ""
     diagnosed_at: str | None = None
+
+    @field_validator("metrics", mode="before")
+    @classmethod
+    def _finite(cls, value: Any) -> Any:
+        # NaN/inf would be written as null and make the line unreadable: a metric without a value is dropped
+        if isinstance(value, dict):
+            return {k: v for k, v in value.items() if v is not None and not (isinstance(v, float) and not math.isfinite(v))}
+        return value
 
 
 class Candidate(BaseModel):

@@ -60,7 +60,7 @@ def render_body(cand: Candidate) -> str:
     lines.append("")
     ok = cand.correctness
     verdict = {True: "passed", False: "FAILED (wrong results)", None: "not checked"}[ok.passed]
-    lines += ["## Correctness", "", f"Correctness {verdict}." + (f" {ok.detail}" if ok.detail else "")
+    lines += ["## Correctness", "", f"Correctness {verdict}" + (f": {ok.detail.rstrip('.')}." if ok.detail else ".")
               + (f" Max abs error {ok.max_abs_error:g}." if ok.max_abs_error is not None else ""), ""]
     if cand.benchmarks:
         lines += ["## Benchmark", "", "| shape | dtype | gpu | metric | value | baseline | ratio |", "|---|---|---|---|---|---|---|"]
@@ -113,7 +113,11 @@ def ledger_pages(dirs: list[Path], corpus: str = CORPUS) -> tuple[list[Page], li
     pages: list[Page] = []
     problems: list[LineProblem] = []
     for d in dirs:
-        read = Ledger(Path(d)).read()
+        led = Ledger(Path(d))
+        if not led.exists():
+            problems.append(LineProblem(file=str(led.candidates_path), line=0, reason="no such file: not a ledger workspace"))
+            continue
+        read = led.read()
         problems += [p.model_copy(update={"file": str(Path(d) / p.file)}) for p in read.problems]
         pages += [candidate_page(c, Path(d).resolve(), corpus) for c in read.candidates]
     return pages, problems

@@ -116,7 +116,7 @@ def route(text: str) -> list[dict[str, Any]]:
     for m in _SB_RE.finditer(low):
         add("long-scoreboard" if m.group(1) == "long" else "short-scoreboard", 0.85, raw[m.start():m.end()])
     for m in _SMS_BUSY.finditer(low):
-        late = re.search(r"\b(end|last|tail|finish)", m.group("rest"))
+        late = re.search(r"\b(end|last|tail|final|finish|remaining|closing|straggl)", m.group("rest"))
         add("tail-effect" if late else "small-grid", 0.8 if late else 0.7, raw[m.start():m.end()].strip())
     if "__" in low:
         for m in _METRIC_RE.finditer(low):

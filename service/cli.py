@@ -240,6 +240,59 @@ def serve(
     uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level="info")
 
 
+@app.command("eval")
+def eval_(
+    suite: Annotated[str, typer.Option(help="corpus | kernelwiki | all")] = "all",
+    methods: Annotated[str, typer.Option(help="Comma-separated methods (default: all)")] = "",
+    kernelwiki: Annotated[Optional[Path], typer.Option(help="KernelWiki checkout for the kernelwiki suite")] = None,
+    out: Annotated[Path, typer.Option(help="Folder for report.md, results.json, chart.png")] = Path("evals/runs"),
+    update_readme: Annotated[bool, typer.Option("--update-readme", help="Write the tables into evals/README.md")] = False,
+    gate: Annotated[bool, typer.Option("--gate", help="Exit 1 when the shipped method falls below evals/floor.yaml")] = False,
+    index_dir: IndexDir = None,
+    json_out: JsonOut = False,
+) -> None:
+    """Measure retrieval quality on the labeled questions (nDCG@10, MRR@10, Recall@5/10, Hit@1)."""
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from kwiki.evals import command
+    from kwiki.evals.runner import METHODS
+
+    settings = _settings(index_dir)
+    suites = ["corpus", "kernelwiki"] if suite == "all" else [suite]
+    chosen = [m.strip() for m in methods.split(",") if m.strip()] or list(METHODS)
+    console = Console(stderr=True)
+    try:
+        with Progress(console=console, disable=json_out or not console.is_terminal) as bar:
+            tasks: dict[str, Any] = {}
+
+            def tick(name: str, total: int) -> None:
+                if name not in tasks:
+                    tasks[name] = bar.add_task(f"eval {name}", total=total)
+                bar.advance(tasks[name])
+
+            result = command.run_eval(suites, chosen, settings.index_dir.parent / "eval", threads=settings.torch_threads,
+                                      kernelwiki=kernelwiki, out_dir=out, readme=update_readme, progress=tick)
+    except Exception as exc:  # noqa: BLE001
+        _fail(exc)
+        return
+    failures = command.gate(result) if gate else []
+    if json_out:
+        _print_json({"stamp": result["stamp"], "paths": result["paths"], "gate_failures": failures,
+                     "overall": {s: r["overall"] for s, r in result["suites"].items()}})
+    else:
+        from kwiki.evals.report import table
+
+        for s, res in result["suites"].items():
+            console.print(f"[b]{s}[/b] (test split)")
+            console.print(table(res, "test"), markup=False)
+        for k, v in result["paths"].items():
+            console.print(f"{k}: {v}")
+        for f in failures:
+            console.print(f"[red]gate: {f}")
+    raise typer.Exit(1 if failures else 0)
+
+
 @app.command()
 def validate(
     corpus: Annotated[Path, typer.Option("--corpus", "-c", help="Corpus root to check")] = Path("corpus"),

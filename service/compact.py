@@ -87,6 +87,7 @@ class CompactDiagnosis(BaseModel):
     format: str = ""
     launches: list[DiagnosedLaunch] = Field(default_factory=list)
     launches_total: int = 0
+    text_signals: list[str] = Field(default_factory=list, description="Signals recognized in pasted text")
     warnings: list[str] = Field(default_factory=list)
 
 
@@ -139,4 +140,5 @@ def compact_diagnosis(resp: Any, max_launches: int = 5, max_signals: int = 5) ->
                                         not_evaluated=sorted({m.signal for m in launch.missing}),
                                         key_metrics=dict(launch.key_metrics)))
     return CompactDiagnosis(format=resp.format, launches=launches, launches_total=len(resp.launches),
+                            text_signals=[str(t.get("signal")) for t in getattr(resp, "text_signals", []) if t.get("signal")],
                             warnings=list(resp.warnings[:10]))

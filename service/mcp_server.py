@@ -4,7 +4,7 @@
     kwiki mcp --http --port 8765  # streamable HTTP on http://127.0.0.1:8765/mcp
 
 Tools: ``search``, ``get_page``, ``diagnose``, ``list_signals``. Every tool calls the code the HTTP API
-calls (``run_search``, ``Searcher.page``, ``diagnose_bytes`` / ``diagnose_metrics``) and returns a compact
+calls (``run_search``, ``Searcher.page``, ``diagnose_request``, ``signals.as_list``) and returns a compact
 projection (:mod:`kwiki.service.compact`) of the same response. A failure the caller can fix (bad
 argument, unknown page, no index) comes back as a tool error (``is_error``) whose text says what to do.
 
@@ -108,17 +108,13 @@ def _guarded(fn: Callable[[], T]) -> T:
 
 
 def signal_list() -> SignalList:
-    """Signals with their pattern pages and the metrics that feed them (catalog ``feeds``)."""
-    from kwiki.profiling.catalog import load_catalog
-    from kwiki.profiling.signals import load_signals
+    """``GET /signals``'s signals (``kwiki.profiling.signals.as_list``), each cut to what an agent needs."""
+    from kwiki.profiling.signals import as_list
 
-    feeds: dict[str, list[str]] = {}
-    for m in load_catalog().metrics:
-        for sig in m.feeds:
-            feeds.setdefault(sig, []).append(m.primary)
     return SignalList(signals=[
-        SignalInfo(id=s.id, title=s.title, patterns=s.patterns, techniques=s.techniques[:6], metrics=feeds.get(s.id, [])[:8])
-        for s in load_signals().values()
+        SignalInfo(id=s["id"], title=s["title"], patterns=s.get("patterns", []), techniques=s.get("techniques", [])[:6],
+                   metrics=s.get("metrics", [])[:8])
+        for s in as_list()
     ])
 
 
@@ -152,19 +148,21 @@ def build_server(settings: Settings, backend: Backend | None = None) -> MCPServe
         return _guarded(lambda: compact_page(kw.searcher().page(id)))
 
     @server.tool(description=(
-        "Diagnose an Nsight Compute profile: give `path` (a file on this machine: `ncu --page raw --csv`, "
-        "`--page details --csv`, JSON or .ncu-rep export) or `metrics` ({ncu metric name: value}). Returns, per "
-        "kernel launch, the fired signals ranked by the share of runtime at stake, their evidence and the "
-        "pages that explain them. See list_signals for what it can detect."))
+        "Diagnose an Nsight Compute profile. Give exactly one of: `path` (a file on this machine: `ncu --page raw "
+        "--csv` export (best), `--page details --csv`, JSON or .ncu-rep), `metrics` ({ncu metric name: value}), or "
+        "`text` (pasted ncu console output, metric=value pairs or rule messages). Returns, per kernel launch, the "
+        "fired signals ranked by the share of runtime at stake, their evidence and the pages that explain them "
+        "(the same diagnosis as POST /diagnose). See list_signals for what it can detect."))
     def diagnose(
         path: Annotated[str | None, Field(description="Path to an NCU export on the machine running kwiki")] = None,
         metrics: Annotated[dict[str, float | str] | None, Field(
             description="Metric values, e.g. {\"launch__grid_size\": 32, \"launch__sm_count\": 132}")] = None,
+        text: Annotated[str | None, Field(description="Pasted ncu output or rule messages", max_length=1_000_000)] = None,
         k: Annotated[int, Field(description="Pages per signal", ge=1, le=20)] = 5,
     ) -> CompactDiagnosis:
-        if (path is None) == (metrics is None):
-            raise ToolError("bad_request: give exactly one of `path` or `metrics`")
-        return _guarded(lambda: compact_diagnosis(_diagnose(kw, path, metrics, k)))
+        if sum(x is not None for x in (path, metrics, text)) != 1:
+            raise ToolError("bad_request: give exactly one of `path`, `metrics` or `text`")
+        return _guarded(lambda: compact_diagnosis(_diagnose(kw, path, metrics, text, k)))
 
     @server.tool(description=(
         "List the Nsight Compute signals kwiki's diagnosis detects (tail effect, uncoalesced access, bank "
@@ -175,23 +173,25 @@ def build_server(settings: Settings, backend: Backend | None = None) -> MCPServe
     return server
 
 
-def _diagnose(kw: Backend, path: str | None, metrics: dict[str, Any] | None, k: int) -> Any:
-    from kwiki.profiling.diagnose import diagnose_bytes, diagnose_metrics
+def _diagnose(kw: Backend, path: str | None, metrics: dict[str, Any] | None, text: str | None, k: int) -> Any:
+    """Read ``path`` if given, then call ``diagnose_request``: the function POST /diagnose and the CLI call."""
+    from .diagnose_api import diagnose_request
 
     try:
         searcher = kw.searcher()
     except IndexMissing:
         searcher = None  # the diagnosis itself needs no index; only the ranked pages do
-    if metrics is not None:
-        resp = diagnose_metrics(metrics, searcher=searcher, k=k)
-    else:
-        file = Path(str(path)).expanduser()
+    limit = kw.settings.max_upload_bytes
+    data, filename = None, ""
+    if path is not None:
+        file = Path(path).expanduser()
         if not file.is_file():
             raise BadInput(f"no file at {file}", hint="give the path of an NCU export, e.g. from `ncu --page raw --csv`")
-        limit = kw.settings.max_upload_bytes
         if file.stat().st_size > limit:
             raise BadInput(f"{file} is over the {limit}-byte limit", hint="export only the kernels of interest (ncu -k)")
-        resp = diagnose_bytes(file.read_bytes(), file.name, searcher=searcher, k=k)
+        data, filename = file.read_bytes(), file.name
+    resp = diagnose_request(data=data, filename=filename, metrics=metrics, text=text, searcher=searcher, k=k,
+                            max_bytes=limit)
     if searcher is None:
         resp.warnings.append("no index loaded, so no pages are ranked: run `kwiki ingest`")
     return resp

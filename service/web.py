@@ -3,7 +3,7 @@
     GET  /                      query box, filters, result cards   (run_search, as GET /search)
     GET  /ui/page/{id}          a page with its sources, related pages and artifacts (Searcher.page)
     GET  /ui/diagnose           upload form for an Nsight Compute export
-    POST /ui/diagnose           fired signals with evidence and ranked pages (diagnose_bytes, as POST /diagnose)
+    POST /ui/diagnose           fired signals with evidence and ranked pages (diagnose_request, as POST /diagnose)
     GET  /ui/static/{name}      the CSS and the little JavaScript
 
 Registered in :func:`kwiki.service.app.create_app` with ``app.include_router(web.router)``.
@@ -22,7 +22,7 @@ from fastapi.templating import Jinja2Templates
 from markdown_it import MarkdownIt
 from markupsafe import Markup, escape
 
-from kwiki.errors import BadInput, IndexMissing, KwikiError, NotFound, PayloadTooLarge
+from kwiki.errors import BadInput, KwikiError, NotFound
 
 HERE = Path(__file__).resolve().parent
 STATIC = HERE / "static"
@@ -56,13 +56,43 @@ def query_terms(q: str) -> list[str]:
     return [w for w in re.findall(r"[A-Za-z0-9_.]+", q) if len(w) >= 3 and w.lower() not in _STOP]
 
 
-def render_markdown(text: str) -> Markup:
-    """A page body as HTML; raw HTML in the markdown is escaped, not passed through."""
-    return Markup(_md.render(text))
+def render_markdown(text: str, links: dict[str, str] | None = None) -> Markup:
+    """A page body as HTML; raw HTML in the markdown is escaped, not passed through.
+
+    ``links`` maps the body's relative links (``../techniques/stream-k.md``) to page keys, so links between
+    wiki pages open in the page view instead of pointing at markdown files that the server does not serve.
+    """
+    return Markup(_md.render(text, {"kwiki_links": links or {}}))
+
+
+def _link_open(renderer: Any, tokens: list, idx: int, options: Any, env: dict) -> str:
+    # bound as a renderer method by add_render_rule
+    token = tokens[idx]
+    key = env.get("kwiki_links", {}).get(str(token.attrGet("href") or "").split("#")[0])
+    if key:
+        token.attrSet("href", f"/ui/page/{key}")
+    return renderer.renderToken(tokens, idx, options, env)
+
+
+_md.add_render_rule("link_open", _link_open)
+
+
+def page_links(searcher: Any, page: Any) -> dict[str, str]:
+    """Relative markdown links of ``page`` that name another page of the same corpus -> that page's key."""
+    import posixpath
+
+    by_path = {p.path: p.key for p in searcher.pages.values() if p.corpus == page.corpus}
+    base = posixpath.dirname(page.path)
+    out: dict[str, str] = {}
+    for href in re.findall(r"\]\(([^)\s#]+\.md)(?:#[^)]*)?\)", page.body):
+        if "://" not in href:
+            key = by_path.get(posixpath.normpath(posixpath.join(base, href)))
+            if key:
+                out[href] = key
+    return out
 
 
 templates.env.filters["highlight"] = highlight
-templates.env.filters["markdown"] = render_markdown
 
 
 def _state(request: Request) -> Any:
@@ -130,50 +160,50 @@ def search_page(
 def page_view(request: Request, page_id: str, q: Annotated[str, Query()] = "") -> HTMLResponse:
     """One page (the same document as ``GET /pages/{id}``) rendered, with links to its sources."""
     try:
-        page = _state(request).get().page(page_id)
+        searcher = _state(request).get()
+        page = searcher.page(page_id)
     except KwikiError as exc:
         return _render(request, "page.html", exc.status, page=None, error=_error(exc), q=q)
-    return _render(request, "page.html", page=page, error=None, q=q)
+    return _render(request, "page.html", page=page, error=None, q=q, body=render_markdown(page.body, page_links(searcher, page)))
 
 
 @router.get("/ui/diagnose", response_class=HTMLResponse)
 def diagnose_form(request: Request) -> HTMLResponse:
-    return _render(request, "diagnose.html", result=None, error=None, filename="", indexed=_searcher_or_none(request) is not None)
+    return _render(request, "diagnose.html", result=None, error=None, filename="", text="",
+                   indexed=_searcher_or_none(request) is not None)
 
 
 @router.post("/ui/diagnose", response_class=HTMLResponse)
 async def diagnose_upload(
     request: Request,
-    file: Annotated[UploadFile, File(description="Nsight Compute export: raw/details CSV, JSON or .ncu-rep")],
+    file: Annotated[UploadFile | None, File(description="Nsight Compute export: raw/details CSV, JSON or .ncu-rep")] = None,
+    text: Annotated[str, Form(description="or pasted ncu output / rule messages")] = "",
     k: Annotated[int, Form()] = 5,
 ) -> HTMLResponse:
-    """Diagnose an uploaded export with ``diagnose_bytes`` (what ``POST /diagnose`` calls) and show it."""
+    """Diagnose an upload (or pasted text) with ``diagnose_request``, what ``POST /diagnose`` calls, and show it."""
     import asyncio
 
+    from .diagnose_api import diagnose_request
+
     settings = _state(request).settings
-    filename = file.filename or "upload"
+    filename = (file.filename or "upload") if file is not None and file.filename else ""
     searcher = _searcher_or_none(request)
     try:
-        data = await file.read(settings.max_upload_bytes + 1)
-        if len(data) > settings.max_upload_bytes:
-            raise PayloadTooLarge(f"{filename} is over the {settings.max_upload_bytes}-byte limit",
-                                  hint="export only the kernels of interest (ncu -k NAME)")
-        if not data:
-            raise BadInput("the uploaded file is empty", hint="choose an export from `ncu --page raw --csv`")
-        result = await asyncio.to_thread(_diagnose, data, filename, searcher, k)
+        if filename:
+            data = await file.read(settings.max_upload_bytes + 1)  # type: ignore[union-attr]
+            if not data:
+                raise BadInput("the uploaded file is empty", hint="choose an export from `ncu --page raw --csv`")
+            kwargs: dict[str, Any] = {"data": data, "filename": filename}
+        elif text.strip():
+            kwargs = {"text": text}
+        else:
+            raise BadInput("choose an NCU export or paste ncu output", hint="export with `ncu --page raw --csv`")
+        result = await asyncio.to_thread(lambda: diagnose_request(searcher=searcher, k=k, max_bytes=settings.max_upload_bytes, **kwargs))
     except KwikiError as exc:
         return _render(request, "diagnose.html", exc.status, result=None, error=_error(exc), filename=filename,
-                       indexed=searcher is not None)
-    return _render(request, "diagnose.html", result=result, error=None, filename=filename, indexed=searcher is not None,
-                   reading=_reading_list(result))
-
-
-def _diagnose(data: bytes, filename: str, searcher: Any, k: int) -> Any:
-    try:
-        from kwiki.profiling.diagnose import diagnose_bytes
-    except ImportError as exc:  # pragma: no cover - profiling ships with kwiki; guards a broken install
-        raise IndexMissing("diagnosis is not available in this build", hint=str(exc)) from None
-    return diagnose_bytes(data, filename, searcher=searcher, k=k)
+                       text=text, indexed=searcher is not None)
+    return _render(request, "diagnose.html", result=result, error=None, filename=filename or "pasted text", text=text,
+                   indexed=searcher is not None, reading=_reading_list(result))
 
 
 def _reading_list(result: Any, limit: int = 8) -> list[Any]:

@@ -122,3 +122,18 @@ def test_append_stamps_times_and_mirrors_benchmarks(tmp_path):
 def test_missing_workspace_reads_empty(tmp_path):
     read = Ledger(tmp_path / "none").read()
     assert read.candidates == [] and read.problems == []
+
+
+def test_a_metric_without_a_finite_value_cannot_corrupt_the_line(tmp_path):
+    led = Ledger(tmp_path)
+    led.append(Candidate(id="n", task="t", evidence={"metrics": {"ok": 1.0, "bad": float("nan"), "inf": float("inf")}}))
+    read = led.read()
+    assert read.problems == [] and read.get("n").evidence.metrics == {"ok": 1.0}
+
+
+def test_ledger_pages_reports_a_folder_that_is_not_a_workspace(tmp_path):
+    from kwiki.ingest.ledger_pages import ledger_pages
+
+    pages, problems = ledger_pages([tmp_path, LEDGER])
+    assert len(pages) == 36 and problems[0].reason.startswith("no such file")
+    assert problems[1].line == 21 and problems[1].file.endswith("candidates.jsonl")

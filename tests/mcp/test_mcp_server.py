@@ -21,6 +21,8 @@ from ..conftest import DATA, free_port  # noqa: E402
 
 TAIL_Q = "most SMs sit idle during the last wave of my GEMM"  # a tail-effect symptom that names no pattern
 NCU = DATA / "ncu"
+#: an NCU Launch Statistics rule message, as an agent would paste it
+SMALL_GRID_RULE = "The kernel launch execute only 32 blocks, which is less than the GPU's 132 multiprocessors."
 EXPECTED = yaml.safe_load((NCU / "expected.yaml").read_text())
 
 
@@ -58,6 +60,8 @@ def stdio_session(corpus_index, tmp_path_factory) -> dict:
             out["page"] = await c.call_tool("get_page", {"id": "pattern-tail-effect"})
             out["diag_file"] = await c.call_tool("diagnose", {"path": str(NCU / "tail_effect-bad.raw.csv")})
             out["diag_metrics"] = await c.call_tool("diagnose", {"metrics": {"launch__grid_size": 32, "launch__sm_count": 132}})
+            out["diag_text"] = await c.call_tool("diagnose", {"text": SMALL_GRID_RULE})
+            out["diag_two"] = await c.call_tool("diagnose", {"text": "x", "path": "y"})
             out["signals"] = await c.call_tool("list_signals", {})
 
     anyio.run(scenario)
@@ -128,23 +132,31 @@ def test_get_page_has_the_whole_page_and_resolved_sources(stdio_session, http):
     assert any(s["resolved"] for s in doc["sources"])
 
 
-def test_diagnose_an_export_by_path(stdio_session):
+def test_diagnose_an_export_by_path_as_post_diagnose_does(stdio_session, http):
     doc = _ok(stdio_session["diag_file"])
     top = doc["launches"][0]["signals"][0]
     assert top["signal"] == EXPECTED["tail_effect-bad"]["expected_top"]
     assert top["evidence"]
     assert "pattern-tail-effect" in [p["id"] for p in top["pages"]]
+    with open(NCU / "tail_effect-bad.raw.csv", "rb") as fh:
+        api = http.post("/diagnose", files={"file": ("tail_effect-bad.raw.csv", fh)}).json()
+    for mine, theirs in zip(doc["launches"], api["launches"]):
+        assert [s["signal"] for s in mine["signals"]] == [s["signal"] for s in theirs["signals"][:5]]
+        assert [p["id"] for p in mine["signals"][0]["pages"]] == [p["id"] for p in theirs["signals"][0]["pages"]]
 
 
-def test_diagnose_metrics(stdio_session):
-    doc = _ok(stdio_session["diag_metrics"])
-    assert doc["launches"][0]["signals"][0]["signal"] == "small-grid"
+def test_diagnose_metrics_and_text(stdio_session):
+    assert _ok(stdio_session["diag_metrics"])["launches"][0]["signals"][0]["signal"] == "small-grid"
+    text = _ok(stdio_session["diag_text"])
+    assert text["launches"][0]["signals"][0]["signal"] == "small-grid" and text["text_signals"][0] == "small-grid"
+    assert "exactly one of" in _err(stdio_session["diag_two"])
 
 
-def test_list_signals(stdio_session):
+def test_list_signals_as_get_signals(stdio_session, http):
     signals = {s["id"]: s for s in _ok(stdio_session["signals"])["signals"]}
     assert "pattern-tail-effect" in signals["tail-effect"]["patterns"]
     assert signals["tail-effect"]["metrics"]
+    assert list(signals) == [s["id"] for s in http.get("/signals").json()["signals"]]
 
 
 def test_streamable_http_on_loopback(corpus_index, tmp_path):

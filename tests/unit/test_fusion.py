@@ -17,6 +17,7 @@ def test_rrf_weights():
 
 
 def test_rollup_takes_best_chunk_plus_a_little_of_the_next():
-    pages = rollup([("p", "p#0", 1.0), ("p", "p#1", 0.4), ("p", "p#2", 0.2), ("p", "p#3", 0.1), ("q", "q#0", 1.1)])
+    pages = rollup([("p", "p#0", 1.0), ("p", "p#1", 0.4), ("p", "p#2", 0.2), ("p", "p#3", 0.1), ("q", "q#0", 1.1)],
+                   extra_weight=0.25)
     assert pages["p"] == pytest.approx(1.0 + 0.25 * (0.4 + 0.2))
     assert pages["q"] == pytest.approx(1.1)

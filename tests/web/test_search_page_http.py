@@ -37,3 +37,24 @@ def test_static_files_only_from_the_folder(http):
 
 def test_json_api_is_unchanged(http):
     assert http.get("/search", params={"q": "tail effect", "k": 1}).json()["hits"][0]["id"] == "pattern-tail-effect"
+
+
+def test_pasted_text_is_diagnosed(http):
+    r = http.post("/ui/diagnose", data={"text": "The kernel launch execute only 32 blocks, which is less than the GPU's 132 multiprocessors."})
+    assert r.status_code == 200 and 'data-signal="small-grid"' in r.text
+
+
+def test_empty_diagnose_form_says_what_to_do(http):
+    r = http.post("/ui/diagnose", data={"text": "  "})
+    assert r.status_code == 400 and "ncu --page raw --csv" in r.text
+
+
+def test_links_between_wiki_pages_open_in_the_page_view(http):
+    import re
+
+    html = http.get("/ui/page/pattern-tail-effect").text
+    body = html.split('class="body"', 1)[1].split('id="sources"', 1)[0]
+    links = set(re.findall(r'href="(/ui/page/[^"?]+)"', body))
+    assert "/ui/page/technique-stream-k" in links  # written as ../techniques/stream-k.md in the page
+    assert not re.findall(r'href="[^"]+\.md"', body)
+    assert all(http.get(link).status_code == 200 for link in links)

@@ -1,0 +1,93 @@
+"""``kwiki eval``: build (or refresh) an index per suite, run every method, write the report, apply the gate.
+
+    kwiki eval --suite all                      # both suites, every method
+    kwiki eval --suite corpus --methods hybrid,bm25 --gate
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+from kwiki.errors import BadRequest
+
+from .questions import load_suite
+from .report import git_revision, update_readme, write_run
+from .runner import METHODS, SHIPPED, evaluate, top3_rate
+
+EVALS_DIR = Path(__file__).resolve().parent
+REPO = EVALS_DIR.parent
+FLOOR_FILE = EVALS_DIR / "floor.yaml"
+SUITE_ROOTS = {"corpus": ("kwiki", REPO / "corpus"), "kernelwiki": ("kernelwiki-snapshot", REPO.parent / "shared" / "kernelwiki-snapshot")}
+
+
+def load_floor() -> dict[str, Any]:
+    return yaml.safe_load(FLOOR_FILE.read_text()) if FLOOR_FILE.exists() else {}
+
+
+def suite_index(suite: str, root: Path, name: str, base: Path, threads: int, embedder=None):
+    """Build the suite's own index (embeddings come from the shared cache, so this is cheap after the first run)."""
+    from kwiki.index.build import build_index
+    from kwiki.index.search import Searcher
+    from kwiki.ingest.corpus import CorpusRoot
+
+    if not root.is_dir():
+        raise BadRequest(f"corpus for suite '{suite}' not found at {root}", hint="pass --kernelwiki PATH")
+    folder = base / suite
+    build_index(folder, [CorpusRoot(name, root)], embedder=embedder, threads=threads, cache_dir=base.parent / "cache")
+    return Searcher.open(folder, embedder=embedder, threads=threads)
+
+
+def run_eval(suites: list[str], methods: list[str], index_base: Path, *, threads: int = 2, kernelwiki: Path | None = None,
+             out_dir: Path | None = None, readme: bool = False, progress: Callable[[str, int], None] | None = None,
+             ) -> dict[str, Any]:
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown:
+        raise BadRequest(f"unknown methods {unknown}", hint=f"one of: {', '.join(METHODS)}")
+    from kwiki.index.vectors import Embedder
+
+    embedder = Embedder(threads=threads)
+    results: dict[str, Any] = {}
+    for suite in suites:
+        name, root = SUITE_ROOTS[suite]
+        if suite == "kernelwiki" and kernelwiki:
+            root = kernelwiki
+        questions = load_suite(suite)
+        searcher = suite_index(suite, root, name, index_base, threads, embedder)
+        res = evaluate(searcher, questions, methods, progress=(lambda: progress(suite, len(questions) * len(methods))) if progress else None)
+        res["manifest"] = searcher.manifest.model_dump()
+        if SHIPPED in methods:
+            test = [q for q in questions if q.split == "test"]
+            res["top3_symptom_ncu_test"] = top3_rate(test, res["runs"][SHIPPED], ("symptom", "ncu-signal"))
+            res["top3_symptom_ncu_all"] = top3_rate(questions, res["runs"][SHIPPED], ("symptom", "ncu-signal"))
+            res["failures"] = [
+                {"id": q.id, "category": q.category, "query": q.query, "got": res["runs"][SHIPPED].get(q.id, [])[:3],
+                 "wanted": [d for d, r in q.relevant.items() if r == 2]}
+                for q in test if not set(res["runs"][SHIPPED].get(q.id, [])[:3]) & set(q.relevant)
+            ]
+        results[suite] = res
+    stamp = {"revision": git_revision(REPO), "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+             "methods": methods}
+    paths: dict[str, Path] = {}
+    if out_dir is not None:
+        run_dir = out_dir / stamp["created_at"].replace(":", "")
+        paths = write_run(run_dir, results, stamp)
+        if readme:
+            update_readme(EVALS_DIR / "README.md", paths["report"].read_text())
+    return {"stamp": stamp, "suites": results, "paths": {k: str(v) for k, v in paths.items()}}
+
+
+def gate(results: dict[str, Any]) -> list[str]:
+    """Messages for every suite whose shipped nDCG@10 is below the floor in evals/floor.yaml."""
+    failures = []
+    for suite, rule in load_floor().items():
+        res = results["suites"].get(suite)
+        if res is None or rule["method"] not in res["overall"]:
+            continue
+        value = res["overall"][rule["method"]][rule.get("group", "all")][rule.get("measure", "nDCG@10")]
+        if value < rule["floor"]:
+            failures.append(f"{suite}: {rule['method']} {rule.get('measure', 'nDCG@10')} = {value:.4f} < floor {rule['floor']}")
+    return failures
