@@ -47,6 +47,7 @@ class SearchResponse(BaseModel):
     filters: dict[str, list[str]] = Field(default_factory=dict)
     hits: list[Hit]
     signals: list[dict[str, Any]] = Field(default_factory=list)  # NCU vocabulary recognized in the query
+    experience: list[dict[str, Any]] = Field(default_factory=list)  # ledger candidates that tried a fix (own tier)
     took_ms: float = 0.0
     index: dict[str, Any] = Field(default_factory=dict)
 
@@ -68,3 +69,4 @@ class PageResponse(BaseModel):
     related: list[SourceRef] = Field(default_factory=list)
     artifacts: list[dict[str, Any]] = Field(default_factory=list)
     provenance: dict[str, Any] = Field(default_factory=dict)
+    ledger: dict[str, Any] | None = None  # candidates that applied this page, promoted vs rejected

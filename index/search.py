@@ -320,7 +320,22 @@ class Searcher:
             related=self.resolve(page.related + [t for t in page.candidate_techniques if t not in page.related], page.corpus),
             artifacts=[self.artifacts[a] for a in page.artifacts if a in self.artifacts],
             provenance=page.provenance.model_dump(),
+            ledger=self._ledger_summary(page) if self.has_experience else None,
         )
+
+    @property
+    def has_experience(self) -> bool:
+        """Whether the index holds ledger candidates (type ``experience``)."""
+        if not hasattr(self, "_has_experience"):
+            self._has_experience = any(p.type == "experience" for p in self.pages.values())
+        return self._has_experience
+
+    def _ledger_summary(self, page: Page) -> dict[str, Any] | None:
+        if page.type == "experience":
+            return None
+        from kwiki.ingest.ledger_pages import ledger_summary
+
+        return ledger_summary(self, page.id)
 
 
 def matched_terms(text: str, terms: list[str]) -> list[str]:

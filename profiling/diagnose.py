@@ -178,7 +178,7 @@ def diagnose_metrics(metrics: dict[str, Any], searcher: Any = None, k: int = 5) 
 
 
 _LINE = re.compile(r"^\s*([A-Za-z#][\w ./()%#-]*?[\w)%])\s{2,}(?:([A-Za-z%/]+)\s+)?([-+]?[\d,]*\.?\d+(?:[eE][-+]?\d+)?)\s*$")
-_PAIR = re.compile(r"\b([a-z][a-z0-9]*__[a-z0-9_.]+)\s*[:=]?\s*([-+]?[\d,]*\.?\d+(?:[eE][-+]?\d+)?)\s*(%|[A-Za-z]+(?:/[A-Za-z]+)?)?")
+_PAIR = re.compile(r"\b([a-z][a-z0-9]*__[a-z0-9_.]+)[ \t]*[:=]?[ \t]*([-+]?[\d,]*\.?\d+(?:[eE][-+]?\d+)?)[ \t]*(%|[A-Za-z]+(?:/[A-Za-z]+)?)?")
 
 
 def diagnose_text(text: str, searcher: Any = None, k: int = 5) -> DiagnoseResponse:

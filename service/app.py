@@ -84,8 +84,14 @@ def search_filters(req: SearchRequest) -> dict[str, list[str]]:
 
 def run_search(searcher, req: SearchRequest, settings: Settings) -> SearchResponse:
     """The one search path: ``GET /search``, ``POST /search``, ``kwiki search --json`` and MCP all call this."""
-    return searcher.search(req.q, k=req.k, filters=search_filters(req), max_chars=settings.max_query_chars,
+    resp = searcher.search(req.q, k=req.k, filters=search_filters(req), max_chars=settings.max_query_chars,
                            max_k=settings.max_k)
+    if not req.type and searcher.has_experience:
+        # Candidates from the ledger come as their own tier, never mixed above curated pages.
+        from kwiki.service.ledger_search import experience_tier
+
+        resp.experience = experience_tier(searcher, req, settings)["hits"]
+    return resp
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:

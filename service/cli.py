@@ -185,6 +185,11 @@ def search(
             typer.echo("    sources: " + ", ".join(s.url or s.id for s in h.sources[:3]))
     if not resp.hits:
         typer.echo("no results")
+    if resp.experience:
+        typer.secho("tried before (candidate ledger):", bold=True)
+        for e in resp.experience:
+            typer.echo(f"    [{e.get('status', '?')}] {e.get('candidate', e.get('id'))}: {e.get('mechanism') or e.get('title')}"
+                       + (f" - {e['reason']}" if e.get("reason") else ""))
 
 
 @app.command()

@@ -283,3 +283,20 @@ def search(
             typer.echo(f"    {'why' if h['status'] == 'rejected' else 'outcome'}: {h['reason']}")
     if not tiers["experience"]["hits"]:
         typer.echo("    none" + ("" if tiers["experience"]["total_candidates"] else " (ingest with --ledger DIR)"))
+
+
+def record_diagnosis(candidate_id: str, diagnosis: Any, workspace: Path | None = None, settings: Any = None,
+                     report_path: str | None = None) -> Any:
+    """``kwiki diagnose FILE --record CANDIDATE``: attach the diagnosis to the candidate (a note goes to stderr).
+
+    ``diagnosis`` is a ``DiagnoseResponse`` (or its dict). Returns the new version of the candidate.
+    """
+    from kwiki.ingest.ledger import Ledger
+    from kwiki.ingest.ledger_ops import attach_diagnosis, workspace_dir
+    from kwiki.settings import Settings
+
+    led = Ledger(workspace_dir(settings or Settings(), workspace))
+    cand = attach_diagnosis(led, candidate_id, diagnosis, report_path=report_path)
+    signals = ", ".join(cand.evidence.signals[:5]) or "no signal"
+    typer.echo(f"recorded on {cand.key} in {led.candidates_path}: {signals}", err=True)
+    return cand

@@ -52,3 +52,20 @@ def test_attach_accepts_the_response_model_and_a_second_diagnosis(workspace):
 def test_attach_to_an_unknown_candidate_is_not_found(workspace):
     with pytest.raises(NotFound):
         attach_diagnosis(Ledger(workspace), "transpose/zz", {"launches": []})
+
+
+def test_kwiki_diagnose_record_attaches_to_the_candidate(workspace, tmp_path):
+    from typer.testing import CliRunner
+
+    from kwiki.service.cli import app
+
+    export = DATA / "ncu" / "bank_conflicts-bad.raw.csv"
+    result = CliRunner().invoke(app, ["diagnose", str(export), "--record", "transpose/t04", "--workspace", str(workspace),
+                                      "--index-dir", str(tmp_path / "no-index"), "--json"])
+    assert result.exit_code == 0, (result.stdout, result.stderr, result.exception)
+    assert "recorded on transpose/t04" in result.stderr
+    t04 = Ledger(workspace).read().get("transpose/t04")
+    assert t04.evidence.signals[0] == "smem-bank-conflicts" and "bank_conflicts-bad.raw.csv" in t04.evidence.reports
+    bad = CliRunner().invoke(app, ["diagnose", str(export), "--record", "nope", "--workspace", str(workspace),
+                                   "--index-dir", str(tmp_path / "no-index")])
+    assert bad.exit_code == 2 and "no candidate" in bad.stderr

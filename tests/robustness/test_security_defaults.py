@@ -59,13 +59,23 @@ def open_server(mini_index):
         yield srv, app
 
 
+def _all_routes(routes, prefix: str = ""):
+    """(methods, path) of every route, through included routers (newer FastAPI keeps them nested)."""
+    for route in routes:
+        inner = getattr(route, "original_router", None)
+        if inner is not None:
+            ctx = getattr(route, "include_context", None)
+            yield from _all_routes(inner.routes, prefix + (getattr(ctx, "prefix", "") or ""))
+        elif getattr(route, "methods", None):
+            yield set(route.methods), prefix + route.path
+
+
 def _state_changing_routes(app) -> list[tuple[str, str]]:
     out = []
-    for route in app.routes:
-        methods = getattr(route, "methods", None) or set()
-        for m in methods - {"GET", "HEAD", "OPTIONS"}:
-            if route.path not in READ_ONLY_POSTS:
-                out.append((m, re.sub(r"\{[^}]+\}", "x", route.path)))
+    for methods, path in _all_routes(app.routes):
+        for m in sorted(methods - {"GET", "HEAD", "OPTIONS"}):
+            if path not in READ_ONLY_POSTS:
+                out.append((m, re.sub(r"\{[^}]+\}", "x", path)))
     return out
 
 
@@ -83,6 +93,8 @@ def test_every_state_changing_endpoint_is_off_without_a_token(open_server):
     srv, app = open_server
     routes = _state_changing_routes(app)
     assert ("POST", "/admin/reload") in routes
+    reads = {path for methods, path in _all_routes(app.routes) if "GET" in methods}
+    assert {"/search", "/health", "/pages/{page_id:path}"} <= reads  # the walk sees the app's routes
     for method, path in routes:
         r = httpx.request(method, f"{srv.url}{path}", json={}, headers={"Authorization": "Bearer guess"})
         assert r.status_code == 403, f"{method} {path} answered {r.status_code} without a configured token"

@@ -126,3 +126,10 @@ def test_bad_arguments():
         diagnose_bytes(b"x" * 100, "x.csv", max_bytes=10)
     with pytest.raises(BadInput):
         diagnose_metrics({"launch__grid_size": 1}, k=0)
+
+
+def test_text_pairs_on_separate_lines_are_both_read():
+    from kwiki.profiling.diagnose import diagnose_text
+
+    resp = diagnose_text("launch__grid_size = 32\nlaunch__sm_count = 132")
+    assert resp.launches and resp.launches[0].top == "small-grid"

@@ -1,0 +1,34 @@
+"""The quality gate: the shipped method must not fall below the floor stored in evals/floor.yaml."""
+
+import pytest
+
+from kwiki.evals.command import load_floor
+from kwiki.evals.questions import CATEGORIES, load_suite, to_trec
+from kwiki.evals.runner import SHIPPED, evaluate
+
+pytestmark = pytest.mark.slow
+
+
+def test_question_files_are_well_formed():
+    for suite, minimum in (("corpus", 150), ("kernelwiki", 60)):
+        qs = load_suite(suite)
+        assert len(qs) >= minimum
+        assert all(q.category in CATEGORIES and q.split in ("dev", "test") and 2 in q.relevant.values() for q in qs)
+        assert {q.split for q in qs} == {"dev", "test"}
+        assert len(to_trec(qs).splitlines()) == sum(len(q.relevant) for q in qs)
+
+
+def test_labels_point_at_real_pages(searcher):
+    ids = {p.id for p in searcher.pages.values()}
+    missing = {d for q in load_suite("corpus") for d in q.relevant if d not in ids}
+    assert not missing
+
+
+def test_shipped_method_is_above_the_floor(searcher):
+    rule = load_floor()["corpus"]
+    assert rule["method"] == SHIPPED
+    result = evaluate(searcher, load_suite("corpus"), [SHIPPED, "keyword-baseline"])
+    value = result["overall"][SHIPPED][rule.get("group", "all")][rule.get("measure", "nDCG@10")]
+    assert value >= rule["floor"], f"nDCG@10 {value:.4f} fell below the floor {rule['floor']}"
+    baseline = result["overall"]["keyword-baseline"]["all"]["nDCG@10"]
+    assert value > baseline
