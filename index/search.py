@@ -31,7 +31,7 @@ from .results import Hit, PageResponse, SearchResponse, SourceRef, Why
 #: Curated pages first: KernelWiki has ~50 PR pages for every wiki page.
 TYPE_PRIOR = {
     "pattern": 1.0, "technique": 1.0, "hardware": 1.0, "kernel": 1.0, "language": 1.0, "migration": 1.0, "ncu": 1.0,
-    "source-doc": 0.85, "source-paper": 0.85, "source-blog": 0.8, "source-contest": 0.75, "source-pr": 0.6,
+    "source-doc": 0.85, "source-paper": 0.85, "source-blog": 0.8, "source-contest": 0.75, "source-pr": 0.85,
     "experience": 0.7,
 }
 DEFAULT_PRIOR = 0.8
@@ -259,7 +259,7 @@ class Searcher:
         for rank, sig in enumerate(signals[:3]):
             weight = sig.get("confidence", 1.0) * (1.0 if rank == 0 else 0.5)
             pattern_ids = set(sig.get("patterns", []))
-            primary = sig.get("symptoms", [])[:1]  # the signal's own symptom, not the ones it merely relates to
+            symptoms = sig.get("symptoms", [])
             for key, page in self.pages.items():
                 if page.type not in ("pattern", "ncu") or not self._page_matches(page, f):
                     continue
@@ -268,8 +268,10 @@ class Searcher:
                     w = weight
                 elif page_signals and sig["signal"] == next(iter(s.get("signal") for s in page.ncu_signals), None):
                     w = 0.6 * weight  # its first (main) signal
-                elif not page_signals and page.type == "pattern" and set(primary) & set(page.facet("symptoms")):
-                    w = 0.8 * weight  # KernelWiki patterns carry symptoms but no metric names
+                elif not page_signals and page.type == "pattern" and set(symptoms) & set(page.facet("symptoms")):
+                    # KernelWiki patterns carry symptoms but no metric names; the signal's own symptom counts most
+                    first = min(i for i, sym in enumerate(symptoms) if sym in page.facet("symptoms"))
+                    w = 0.8 * weight / (1 + first)
                 else:
                     continue
                 w *= 1.0 if page.type == "pattern" else 0.6

@@ -41,5 +41,5 @@ def test_aliases_expand_both_ways_with_phrases():
     assert [g.canonical for g in table.match("how big is tensor memory")] == ["tmem"]
     assert [g.canonical for g in table.match("tmem size")] == ["tmem"]
     plan = plan_query("B200 limits", table, Filters())
-    assert ("sm100", 0.5) in plan.bm25.terms or "sm100" in [t for t, _ in plan.bm25.idents]
+    assert ("sm100", 0.25) in plan.bm25.terms or "sm100" in [t for t, _ in plan.bm25.idents]
     assert table.canonical_of("B200", {"sm100", "sm90"}) == "sm100"
