@@ -5,6 +5,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 export HF_HUB_OFFLINE = 1
+export PATH := $(abspath $(BIN)):$(PATH)
 
 .PHONY: serve test install install-test index bench eval clean
 
