@@ -35,6 +35,9 @@ TYPE_PRIOR = {
     "experience": 0.7,
 }
 DEFAULT_PRIOR = 0.8
+#: A query that asks for a PR ("which PR", "pull request", "merged") lifts PR pages above the wiki.
+_PR_INTENT = re.compile(r"\b(PRs?|pull requests?|merged|commit)\b|#\d+", re.I)
+PR_INTENT_PRIOR = 1.15
 CANDIDATES = 200
 #: Fusion settings, tuned on the dev split of the corpus suite (evals/README.md). Whole-page BM25 and
 #: mean-of-chunk page vectors were tried as extra fused lists and did not help (dev nDCG@10 0.786 and 0.725 vs 0.787).
@@ -218,8 +221,12 @@ class Searcher:
         for row, _ in sorted(fused.items(), key=lambda x: -x[1]):
             best_chunk.setdefault(self.chunk_page[row], row)
         priors = {}
+        wants_pr = bool(_PR_INTENT.search(text))
         for key in page_scores:
-            prior = TYPE_PRIOR.get(self.pages[key].type, DEFAULT_PRIOR) if options.type_prior else 1.0
+            ptype = self.pages[key].type
+            prior = TYPE_PRIOR.get(ptype, DEFAULT_PRIOR) if options.type_prior else 1.0
+            if options.type_prior and wants_pr and ptype == "source-pr":
+                prior = PR_INTENT_PRIOR  # "the cutlass PR that added ...": the user is looking for a PR
             priors[key] = prior
             page_scores[key] *= prior
         signal_pages = self._signal_pages(signals, f) if signals else {}
