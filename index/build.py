@@ -44,6 +44,28 @@ class BuildResult:
     path: Path
     manifest: Manifest
     report: IngestReport
+    unchanged: bool = False  # True when skip_unchanged found nothing to rebuild
+
+
+def source_hash(roots: list[CorpusRoot], extra: str = "") -> str:
+    """A fast hash of every file an ingest would read (names and bytes), without parsing anything."""
+    h = hashlib.sha256(f"{__version__}\0{CHUNKER_VERSION}\0{extra}\n".encode())
+    for root in roots:
+        base = Path(root.root)
+        for top in ("sources", "wiki", "artifacts", "data"):
+            folder = base / top
+            if not folder.is_dir():
+                continue
+            for dirpath, dirnames, filenames in os.walk(folder, followlinks=False):
+                dirnames.sort()
+                for name in sorted(filenames):
+                    path = Path(dirpath) / name
+                    try:
+                        digest = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else "-"
+                    except OSError:
+                        digest = "unreadable"
+                    h.update(f"{root.name}\0{path.relative_to(base)}\0{digest}\n".encode())
+    return h.hexdigest()
 
 
 class BuildLock:
@@ -132,6 +154,15 @@ def add_pages(result: IngestResult, extra: list[Page]) -> None:
         result.report.chunks_by_type[page.type] = result.report.chunks_by_type.get(page.type, 0) + len(chunks)
 
 
+def _serving_manifest(index_dir: Path) -> Manifest | None:
+    from .manifest import read_manifest
+
+    try:
+        return read_manifest(current_build(index_dir))
+    except Exception:  # noqa: BLE001 - no usable serving index means: build
+        return None
+
+
 def build_index(
     index_dir: Path,
     roots: list[CorpusRoot],
@@ -142,8 +173,12 @@ def build_index(
     progress: Progress | None = None,
     cache_dir: Path | None = None,
     extra_pages: list[Page] | None = None,
+    skip_unchanged: bool = False,
 ) -> BuildResult:
     """Ingest ``roots`` and build a new index under ``index_dir``, then switch ``current`` to it.
+
+    With ``skip_unchanged``, a corpus whose files hash the same as the serving build's is not rebuilt
+    (``BuildResult.unchanged``): re-running ``kwiki ingest`` on an unchanged corpus costs a file hash.
 
     ``extra_pages`` (e.g. ledger candidates from :func:`kwiki.ingest.ledger_pages.ledger_pages`) are
     indexed with the corpus pages.
@@ -153,6 +188,13 @@ def build_index(
     with BuildLock(index_dir):
         (index_dir / BUILDS).mkdir(parents=True, exist_ok=True)
         _collect_garbage(index_dir, keep=current_build(index_dir).name)
+        extra = hashlib.sha256(b"".join(p.model_dump_json().encode() for p in extra_pages or [])).hexdigest()
+        quick = source_hash(roots, extra)
+        if skip_unchanged:
+            serving = _serving_manifest(index_dir)
+            if serving is not None and serving.source_hash == quick:
+                report = IngestReport.model_validate_json((current_build(index_dir) / "report.json").read_text())
+                return BuildResult(path=current_build(index_dir), manifest=serving, report=report, unchanged=True)
         result = read_corpora(
             roots, max_page_bytes=max_page_bytes, progress=(lambda d, t: progress("read", d, t)) if progress else None
         )
@@ -218,6 +260,7 @@ def build_index(
             model_dim=vectors.DIM,
             chunker_version=CHUNKER_VERSION,
             corpus_hash=corpus_hash(result),
+            source_hash=quick,
             corpora=result.report.corpora,
             counts={"pages": len(result.pages), "chunks": len(chunks), "artifacts": len(result.artifacts),
                     "skipped": len(result.report.skipped), "duplicates": len(result.report.duplicates)},

@@ -20,6 +20,7 @@ class Manifest(BaseModel):
     model_dim: int
     chunker_version: str
     corpus_hash: str
+    source_hash: str = ""  # hash of the raw files read; an equal hash means a rebuild would change nothing
     corpora: dict[str, str] = Field(default_factory=dict)  # name -> root
     counts: dict[str, int] = Field(default_factory=dict)
     pages_by_type: dict[str, int] = Field(default_factory=dict)

@@ -69,6 +69,7 @@ def ingest(
     json_out: JsonOut = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
     ledger: Annotated[Optional[list[Path]], typer.Option("--ledger", help="Ledger workspace whose candidates to index (type experience); repeatable")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Rebuild even when no corpus file changed")] = False,
 ) -> None:
     """Read corpora and build a new index (switched in atomically when complete)."""
     from rich.console import Console
@@ -92,12 +93,18 @@ def ingest(
 
             extra = _ledger_pages(ledger or [], console)
             result = build_index(settings.index_dir, roots, threads=settings.torch_threads,
-                                 max_page_bytes=settings.max_page_bytes, progress=progress, extra_pages=extra)
+                                 max_page_bytes=settings.max_page_bytes, progress=progress, extra_pages=extra,
+                                 skip_unchanged=not force)
     except Exception as exc:  # noqa: BLE001
         _fail(exc)
         return
     if json_out:
-        _print_json({"path": str(result.path), "manifest": result.manifest.model_dump(), "report": result.report.model_dump()})
+        _print_json({"path": str(result.path), "unchanged": result.unchanged, "manifest": result.manifest.model_dump(),
+                     "report": result.report.model_dump()})
+        return
+    if result.unchanged:
+        console.print(f"index is up to date ({result.manifest.build_id}); nothing changed in the corpus files "
+                      "(`kwiki ingest --force` rebuilds anyway)")
         return
     _print_report(console, result)
 
@@ -238,7 +245,8 @@ def serve(
     settings = _settings(index_dir, host=host, port=port)
     if build_if_missing and not (current_build(settings.index_dir) / "manifest.json").exists():
         typer.echo(f"no index at {settings.index_dir}: building it from {', '.join(map(str, settings.corpora))}", err=True)
-        ingest(corpus=[str(c) for c in settings.corpora], index_dir=settings.index_dir, json_out=False, quiet=False)
+        ingest(corpus=[str(c) for c in settings.corpora], index_dir=settings.index_dir, json_out=False, quiet=False,
+               ledger=None, force=False)
     from kwiki.service.app import create_app
 
     # One worker: the index and model live in this process (see README, "Workers").

@@ -44,7 +44,7 @@ def _when_manifest_written(index_dir: Path) -> bool:
 
 
 def _start_ingest(corpus: Path, index_dir: Path) -> subprocess.Popen:
-    return subprocess.Popen(kwiki_cmd("ingest", "--corpus", f"mini={corpus}", "--index-dir", str(index_dir), "--quiet"),
+    return subprocess.Popen(kwiki_cmd("ingest", "--corpus", f"mini={corpus}", "--index-dir", str(index_dir), "--quiet", "--force"),
                             env=cli_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 

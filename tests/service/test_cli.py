@@ -45,5 +45,8 @@ def test_ingest_reports_and_reuses_the_embedding_cache(tmp_path):
     doc = json.loads(first.stdout)
     assert doc["manifest"]["embedded"] > 0
     assert any("malformed YAML" in s["reason"] for s in doc["report"]["skipped"])
-    again = kwiki("ingest", "--corpus", str(DATA / "mini"), "--json", cwd=tmp_path, index=tmp_path / "idx")
-    assert json.loads(again.stdout)["manifest"]["embedded"] == 0
+    again = kwiki("ingest", "--corpus", str(DATA / "mini"), "--json", "--force", cwd=tmp_path, index=tmp_path / "idx")
+    assert json.loads(again.stdout)["manifest"]["embedded"] == 0  # rebuilt, every vector from the cache
+    same = kwiki("ingest", "--corpus", str(DATA / "mini"), "--json", cwd=tmp_path, index=tmp_path / "idx")
+    doc = json.loads(same.stdout)
+    assert doc["unchanged"] and doc["manifest"]["build_id"] == json.loads(again.stdout)["manifest"]["build_id"]
