@@ -104,3 +104,14 @@ def test_failed_attempts_for_a_topic_on_the_full_corpus(full):
     tiers = _tiers(full, "what was already tried and failed for the tail effect", status="rejected")
     got = [h["candidate"] for h in tiers["experience"]["hits"]]
     assert set(got[:2]) == {"gemm-bf16/g07", "transpose/t13"}  # the two rejected tail-effect fixes
+
+
+def test_plain_search_carries_the_experience_tier_and_page_view_the_counts(full):
+    """GET /search's own code path: curated pages in `hits`, candidates with their status in `experience`."""
+    from kwiki.service.app import SearchRequest, run_search
+
+    resp = run_search(full, SearchRequest(q=BANKS, k=5), Settings())
+    assert resp.hits[0].type == "pattern" and all(h.type != "experience" for h in resp.hits[:3])
+    assert resp.experience and all(e["status"] in {"promoted", "rejected", "candidate"} for e in resp.experience)
+    page = full.page("pattern-shared-memory-bank-conflicts")
+    assert page.ledger is not None and page.ledger["total"] >= 1
