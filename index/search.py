@@ -42,6 +42,8 @@ CANDIDATES = 200
 #: Fusion settings, tuned on the dev split of the corpus suite (evals/README.md). Whole-page BM25 and
 #: mean-of-chunk page vectors were tried as extra fused lists and did not help (dev nDCG@10 0.786 and 0.725 vs 0.787).
 SIGNAL_BOOST = 0.3  # share of the top score added to pages an NCU signal in the query points to
+SIGNAL_FLOOR = 0.9  # a routed page scores at least this share of the top score (times its weight)
+SYMPTOM_ROUTE = 0.8  # pattern pages reached by symptom only (KernelWiki: no metric names to match)
 WEIGHTS = (1.0, 1.0)  # (bm25, vector) in reciprocal rank fusion
 ROLLUP_EXTRA = 0.1  # page = best chunk + 0.1 x the next two
 FUSION_K = 60
@@ -233,7 +235,10 @@ class Searcher:
         if signal_pages:
             top = max(page_scores.values(), default=1.0 / 61)
             for key, (weight, sig) in signal_pages.items():
-                page_scores[key] = page_scores.get(key, 0.0) + SIGNAL_BOOST * top * weight
+                boosted = page_scores.get(key, 0.0) + SIGNAL_BOOST * top * weight
+                # A page the signal names ranks near the top even when its text lacks NCU words
+                # (KernelWiki's pattern pages have symptoms but no metric names).
+                page_scores[key] = max(boosted, SIGNAL_FLOOR * top * weight)
                 priors.setdefault(key, 1.0)
         ranked = sorted(page_scores.items(), key=lambda x: (-x[1], self.pages[x[0]].path))[: int(k)]
         hits = []
@@ -278,7 +283,7 @@ class Searcher:
                 elif not page_signals and page.type == "pattern" and set(symptoms) & set(page.facet("symptoms")):
                     # KernelWiki patterns carry symptoms but no metric names; the signal's own symptom counts most
                     first = min(i for i, sym in enumerate(symptoms) if sym in page.facet("symptoms"))
-                    w = 0.8 * weight / (1 + first)
+                    w = SYMPTOM_ROUTE * weight / (1 + first)
                 else:
                     continue
                 w *= 1.0 if page.type == "pattern" else 0.6
