@@ -43,6 +43,7 @@ CANDIDATES = 200
 #: mean-of-chunk page vectors were tried as extra fused lists and did not help (dev nDCG@10 0.786 and 0.725 vs 0.787).
 SIGNAL_BOOST = 0.3  # share of the top score added to pages an NCU signal in the query points to
 SIGNAL_FLOOR = 0.9  # a routed page scores at least this share of the top score (times its weight)
+SIGNAL_FLOOR_NO_NCU = 1.3  # the same for pattern pages without `ncu_signals` (KernelWiki's)
 SYMPTOM_ROUTE = 0.8  # pattern pages reached by symptom only (KernelWiki: no metric names to match)
 WEIGHTS = (1.0, 1.0)  # (bm25, vector) in reciprocal rank fusion
 ROLLUP_EXTRA = 0.1  # page = best chunk + 0.1 x the next two
@@ -238,7 +239,8 @@ class Searcher:
                 boosted = page_scores.get(key, 0.0) + SIGNAL_BOOST * top * weight
                 # A page the signal names ranks near the top even when its text lacks NCU words
                 # (KernelWiki's pattern pages have symptoms but no metric names).
-                page_scores[key] = max(boosted, SIGNAL_FLOOR * top * weight)
+                floor = SIGNAL_FLOOR if self.pages[key].ncu_signals else SIGNAL_FLOOR_NO_NCU
+                page_scores[key] = max(boosted, floor * top * weight)
                 priors.setdefault(key, 1.0)
         ranked = sorted(page_scores.items(), key=lambda x: (-x[1], self.pages[x[0]].path))[: int(k)]
         hits = []
