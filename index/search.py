@@ -124,6 +124,11 @@ class Searcher:
         pos = {k: i for i, k in enumerate(keys)}
         s._page_keys = keys
         s._page_index = np.array([pos[k] for k in s.chunk_page], dtype=np.int64)
+        # Derived once here rather than by scanning every page or chunk on each query.
+        s._routable = [(k, p) for k, p in pages.items() if p.type in ("pattern", "ncu")]
+        s._first_chunk = {}
+        for row, key in enumerate(s.chunk_page):
+            s._first_chunk.setdefault(key, row)
         return s
 
     def _embedder(self) -> vectors.Embedder:
@@ -248,7 +253,7 @@ class Searcher:
             page = self.pages[key]
             row = best_chunk.get(key)
             if row is None:  # reached only through an NCU signal: show its first section
-                row = next((i for i, pk in enumerate(self.chunk_page) if pk == key), None)
+                row = self._first_chunk.get(key)
             sig = signal_pages.get(key)
             hits.append(self._hit(page, score, row, plan, bm25_rank, vec_rank, priors.get(key, 1.0),
                                   [sig[1]] if sig else []))
@@ -274,8 +279,8 @@ class Searcher:
             weight = sig.get("confidence", 1.0) * (1.0 if rank == 0 else 0.5)
             pattern_ids = set(sig.get("patterns", []))
             symptoms = sig.get("symptoms", [])
-            for key, page in self.pages.items():
-                if page.type not in ("pattern", "ncu") or not self._page_matches(page, f):
+            for key, page in self._routable:
+                if not self._page_matches(page, f):
                     continue
                 page_signals = {str(s.get("signal")) for s in page.ncu_signals}
                 if page.id in pattern_ids:
