@@ -83,10 +83,10 @@ def rss_mb(pid: int) -> float:
     return round(total / 1024, 1)
 
 
-def start_server(index_dir: Path, port: int, workers: int, torch_threads: int | None) -> subprocess.Popen:
+def start_server(index_dir: Path, port: int, workers: int, embed_threads: int | None) -> subprocess.Popen:
     env = dict(os.environ, KWIKI_INDEX_DIR=str(index_dir), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    if torch_threads:
-        env["KWIKI_TORCH_THREADS"] = str(torch_threads)
+    if embed_threads:
+        env["KWIKI_EMBED_THREADS"] = str(embed_threads)
     cmd = [sys.executable, "-m", "uvicorn", "kwiki.service.app:create_app", "--factory", "--host", HOST,
            "--port", str(port), "--workers", str(workers), "--log-level", "warning", "--no-access-log"]
     return subprocess.Popen(cmd, env=env, cwd=REPO, start_new_session=True)
@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--clients", type=int, default=50)
     ap.add_argument("--duration", type=float, default=60.0, help="seconds of load")
     ap.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
-    ap.add_argument("--torch-threads", type=int, default=None, help="KWIKI_TORCH_THREADS for the server")
+    ap.add_argument("--embed-threads", type=int, default=None, help="KWIKI_EMBED_THREADS for the server")
     ap.add_argument("--timeout", type=float, default=30.0, help="client time-out per request, seconds")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", type=Path, default=None, help="also write the report here")
@@ -180,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     queries = load_queries()
     port = free_port()
     base = f"http://{HOST}:{port}"
-    proc = start_server(args.index_dir, port, args.workers, args.torch_threads)
+    proc = start_server(args.index_dir, port, args.workers, args.embed_threads)
     try:
         health = wait_ready(base, proc)
         # one request per worker-ish so every model is loaded before "before" is measured

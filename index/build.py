@@ -15,6 +15,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import time
 import uuid
@@ -116,10 +117,22 @@ def corpus_hash(result: IngestResult) -> str:
     return h.hexdigest()
 
 
+#: Lines the model gains nothing from: a bare file path (KernelWiki PR pages list every changed file, a third of
+#: their word pieces) and checklist boxes of PR templates. BM25's identifier field still matches the paths.
+_NOT_FOR_MODEL = re.compile(
+    r"^\s*(?:[-*+]\s*)?(?:`?[\w.@+-]*(?:/[\w.@+-]+)+\.\w{1,6}`?[\s,;:]*(?:\([^)]*\))?|\[[ xX]\].*)\s*$"
+)
+
+
 def embed_text(title: str, heading_path: list[str], text: str) -> str:
-    """What the model sees for a chunk: the page title and heading path give it context."""
+    """What the model sees for a chunk: the page title and heading path give it context.
+
+    >>> embed_text("Fix", ["Changed Files"], "Speeds up decode.\n- `csrc/attn/decode.cu`\n- [x] tests pass")
+    'Fix. Changed Files\nSpeeds up decode.'
+    """
     head = " > ".join(heading_path)
-    return f"{title}. {head}\n{text}" if head else f"{title}\n{text}"
+    body = "\n".join(line for line in text.splitlines() if not _NOT_FOR_MODEL.match(line))
+    return f"{title}. {head}\n{body}" if head else f"{title}\n{body}"
 
 
 def _switch(index_dir: Path, build_name: str) -> None:

@@ -76,8 +76,28 @@ class Searcher:
     artifacts: dict[str, dict[str, Any]]
     arch_vocab: set[str]
     embedder: vectors.Embedder | None = None
-    _page_index: np.ndarray | None = None
+    threads: int = 2
+    # Derived once in __post_init__, never per query.
+    page_keys: list[str] = field(init=False)
+    page_index: np.ndarray = field(init=False)  # chunk row -> position in page_keys
+    routable: list[tuple[str, Page]] = field(init=False)  # pages an NCU signal can point to
+    first_chunk: dict[str, int] = field(init=False)
+    known_types: set[str] = field(init=False)
+    known_corpora: set[str] = field(init=False)
+    has_experience: bool = field(init=False)  # the index holds ledger candidates (type ``experience``)
     _mask_cache: OrderedDict = field(default_factory=OrderedDict)
+
+    def __post_init__(self) -> None:
+        self.page_keys = list(self.pages)
+        pos = {k: i for i, k in enumerate(self.page_keys)}
+        self.page_index = np.array([pos[k] for k in self.chunk_page], dtype=np.int64)
+        self.routable = [(k, p) for k, p in self.pages.items() if p.type in ("pattern", "ncu")]
+        self.first_chunk = {}
+        for row, key in enumerate(self.chunk_page):
+            self.first_chunk.setdefault(key, row)
+        self.known_types = {p.type for p in self.pages.values()}
+        self.known_corpora = {p.corpus for p in self.pages.values()}
+        self.has_experience = "experience" in self.known_types
 
     # ---------------------------------------------------------------- loading
     @classmethod
@@ -114,26 +134,15 @@ class Searcher:
                 aliases.add(slug, p.aliases)
             arch_vocab |= {a.lower().replace("_", "") for a in p.facet("architectures")}
         artifacts = {a["id"]: a for a in json.loads((build / "artifacts.json").read_text())}
-        s = cls(
+        return cls(
             path=build, manifest=manifest, pages=pages, chunk_ids=ids, chunk_page=[r["page_key"] for r in rows],
             chunk_rows=rows, bm25=BM25Index(build / "bm25"), vindex=vectors.VectorIndex(matrix), aliases=aliases,
-            artifacts=artifacts, arch_vocab=arch_vocab, embedder=embedder,
+            artifacts=artifacts, arch_vocab=arch_vocab, embedder=embedder, threads=threads,
         )
-        s._threads = threads
-        keys = list(pages)
-        pos = {k: i for i, k in enumerate(keys)}
-        s._page_keys = keys
-        s._page_index = np.array([pos[k] for k in s.chunk_page], dtype=np.int64)
-        # Derived once here rather than by scanning every page or chunk on each query.
-        s._routable = [(k, p) for k, p in pages.items() if p.type in ("pattern", "ncu")]
-        s._first_chunk = {}
-        for row, key in enumerate(s.chunk_page):
-            s._first_chunk.setdefault(key, row)
-        return s
 
     def _embedder(self) -> vectors.Embedder:
         if self.embedder is None:
-            self.embedder = vectors.Embedder(threads=getattr(self, "_threads", 2))
+            self.embedder = vectors.Embedder(threads=self.threads)
         return self.embedder
 
     # ---------------------------------------------------------------- filters
@@ -146,9 +155,7 @@ class Searcher:
             if len(values) > 20 or any(len(v) > 100 for v in values):
                 raise BadRequest(f"too many or too long values for filter '{name}'", hint="at most 20 values of 100 characters")
             setattr(f, name, values)
-        known_types = {p.type for p in self.pages.values()}
-        known_corpora = {p.corpus for p in self.pages.values()}
-        for name, known in (("type", known_types), ("corpus", known_corpora)):
+        for name, known in (("type", self.known_types), ("corpus", self.known_corpora)):
             bad = [v for v in getattr(f, name) if v not in known]
             if bad:
                 raise BadRequest(f"unknown {name} {bad}", hint=f"one of: {', '.join(sorted(known))}")
@@ -175,8 +182,8 @@ class Searcher:
         if key in self._mask_cache:
             self._mask_cache.move_to_end(key)
             return self._mask_cache[key]
-        ok = np.array([self._page_matches(self.pages[k], f) for k in self._page_keys], dtype=bool)
-        mask = (ok, ok[self._page_index])
+        ok = np.array([self._page_matches(self.pages[k], f) for k in self.page_keys], dtype=bool)
+        mask = (ok, ok[self.page_index])
         self._mask_cache[key] = mask
         if len(self._mask_cache) > 64:
             self._mask_cache.popitem(last=False)
@@ -253,7 +260,7 @@ class Searcher:
             page = self.pages[key]
             row = best_chunk.get(key)
             if row is None:  # reached only through an NCU signal: show its first section
-                row = self._first_chunk.get(key)
+                row = self.first_chunk.get(key)
             sig = signal_pages.get(key)
             hits.append(self._hit(page, score, row, plan, bm25_rank, vec_rank, priors.get(key, 1.0),
                                   [sig[1]] if sig else []))
@@ -279,7 +286,7 @@ class Searcher:
             weight = sig.get("confidence", 1.0) * (1.0 if rank == 0 else 0.5)
             pattern_ids = set(sig.get("patterns", []))
             symptoms = sig.get("symptoms", [])
-            for key, page in self._routable:
+            for key, page in self.routable:
                 if not self._page_matches(page, f):
                     continue
                 page_signals = {str(s.get("signal")) for s in page.ncu_signals}
@@ -343,13 +350,6 @@ class Searcher:
             provenance=page.provenance.model_dump(),
             ledger=self._ledger_summary(page) if self.has_experience else None,
         )
-
-    @property
-    def has_experience(self) -> bool:
-        """Whether the index holds ledger candidates (type ``experience``)."""
-        if not hasattr(self, "_has_experience"):
-            self._has_experience = any(p.type == "experience" for p in self.pages.values())
-        return self._has_experience
 
     def _ledger_summary(self, page: Page) -> dict[str, Any] | None:
         if page.type == "experience":

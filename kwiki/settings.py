@@ -40,7 +40,11 @@ class Settings(BaseSettings):
     corpora: list[Path] = Field(default_factory=_default_corpora, description="Corpus roots to ingest")
     host: str = "127.0.0.1"
     port: int = 8000
-    torch_threads: int = Field(default=2, ge=1, description="torch intra-op threads for embedding")
+    embed_threads: int = Field(default=2, ge=1, description="onnxruntime intra-op threads for embedding")
+    model_cache: Path = Field(
+        default_factory=lambda: Path.home() / ".cache" / "kwiki" / "models",
+        description="Where the ONNX export of the embedding model is kept (made once, in seconds)",
+    )
     embed_batch_size: int = Field(default=64, ge=1)
     max_query_chars: int = Field(default=2000, ge=16)
     max_k: int = Field(default=100, ge=1)

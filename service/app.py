@@ -62,7 +62,7 @@ class State:
         from kwiki.index.search import Searcher
 
         try:
-            new = Searcher.open(self.settings.index_dir, embedder=self.embedder, threads=self.settings.torch_threads)
+            new = Searcher.open(self.settings.index_dir, embedder=self.embedder, threads=self.settings.embed_threads)
         except KwikiError as exc:
             if self.searcher is None:
                 self.error = exc

@@ -92,7 +92,7 @@ def ingest(
                 bar.update(tasks[stage], completed=done, total=total)
 
             extra = _ledger_pages(ledger or [], console)
-            result = build_index(settings.index_dir, roots, threads=settings.torch_threads,
+            result = build_index(settings.index_dir, roots, threads=settings.embed_threads,
                                  max_page_bytes=settings.max_page_bytes, progress=progress, extra_pages=extra,
                                  skip_unchanged=not force)
     except Exception as exc:  # noqa: BLE001
@@ -170,7 +170,7 @@ def search(
 
     settings = _settings(index_dir)
     try:
-        searcher = Searcher.open(settings.index_dir, threads=settings.torch_threads)
+        searcher = Searcher.open(settings.index_dir, threads=settings.embed_threads)
         req = SearchRequest(q=query, k=k, type=type or [], tag=tag or [], architecture=architecture or [],
                             language=language or [], confidence=confidence or [], corpus=corpus or [])
         resp = run_search(searcher, req, settings)
@@ -284,7 +284,7 @@ def eval_(
                     tasks[name] = bar.add_task(f"eval {name}", total=total)
                 bar.advance(tasks[name])
 
-            result = command.run_eval(suites, chosen, settings.index_dir.parent / "eval", threads=settings.torch_threads,
+            result = command.run_eval(suites, chosen, settings.index_dir.parent / "eval", threads=settings.embed_threads,
                                       kernelwiki=kernelwiki, out_dir=out, readme=update_readme, progress=tick)
     except Exception as exc:  # noqa: BLE001
         _fail(exc)
@@ -347,7 +347,7 @@ def diagnose(
         raise typer.Exit(2) from None
     try:
         try:
-            searcher = Searcher.open(settings.index_dir, threads=settings.torch_threads)
+            searcher = Searcher.open(settings.index_dir, threads=settings.embed_threads)
         except KwikiError as exc:
             searcher = None
             typer.echo(f"note: {exc.message}; diagnosing without ranked pages ({exc.hint})", err=True)

@@ -265,7 +265,7 @@ def search(
 
     settings = _settings(index_dir)
     try:
-        searcher = Searcher.open(settings.index_dir, threads=settings.torch_threads)
+        searcher = Searcher.open(settings.index_dir, threads=settings.embed_threads)
         tiers = tiered_search(searcher, SearchRequest(q=query, k=k), settings, experience_k, status)
     except Exception as exc:  # noqa: BLE001
         _fail(exc)

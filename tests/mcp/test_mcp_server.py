@@ -27,7 +27,7 @@ EXPECTED = yaml.safe_load((NCU / "expected.yaml").read_text())
 
 
 def _env(index: Path) -> dict[str, str]:
-    return {"HF_HUB_OFFLINE": "1", "KWIKI_INDEX_DIR": str(index), "KWIKI_TORCH_THREADS": "1"}
+    return {"HF_HUB_OFFLINE": "1", "KWIKI_INDEX_DIR": str(index), "KWIKI_EMBED_THREADS": "1"}
 
 
 def _kwiki() -> str:

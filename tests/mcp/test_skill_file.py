@@ -79,7 +79,7 @@ def test_command_runs_and_answers_as_documented(cmd, corpus_index, server):
     if cmd.line.startswith("kwiki "):
         assert shutil.which("kwiki"), "the kwiki console script is not installed"
     line = cmd.line.replace("http://127.0.0.1:8000", server.url)
-    env = {**os.environ, "KWIKI_INDEX_DIR": str(corpus_index), "HF_HUB_OFFLINE": "1", "KWIKI_TORCH_THREADS": "1"}
+    env = {**os.environ, "KWIKI_INDEX_DIR": str(corpus_index), "HF_HUB_OFFLINE": "1", "KWIKI_EMBED_THREADS": "1"}
     out = subprocess.run(line, shell=True, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, f"{cmd.line}\n{out.stderr[-2000:]}"
     assert out.stdout.strip(), f"{cmd.line} printed nothing"

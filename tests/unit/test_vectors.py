@@ -1,0 +1,52 @@
+"""The embedding path: onnxruntime gives the model's own vectors, in input order, from the text we choose."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kwiki.index.build import embed_text
+from kwiki.index.vectors import DIM, MAX_TOKENS, model_path, onnx_model
+
+TEXTS = [
+    "tail effect",
+    "x",
+    "Only 8 of my 132 SMs are busy during the final part of the kernel; the rest sit idle.",
+    "smsp__pcsamp_warps_issue_stalled_long_scoreboard is 45% in my attention kernel",
+    # longer than the model's window: both sides must truncate the same way
+    " ".join(["The producer warp issues TMA loads into a ring of shared-memory stages"] * 40),
+]
+
+
+@pytest.mark.slow
+def test_onnx_vectors_match_sentence_transformers(embedder):
+    from sentence_transformers import SentenceTransformer
+
+    reference = SentenceTransformer(str(model_path()), device="cpu", local_files_only=True)
+    reference.max_seq_length = MAX_TOKENS
+    want = reference.encode(TEXTS, normalize_embeddings=True, convert_to_numpy=True)
+    got = embedder.encode(TEXTS)
+    assert got.shape == (len(TEXTS), DIM) and got.dtype == np.float32
+    cosine = (got * want).sum(axis=1)
+    assert cosine.min() > 0.9999, cosine
+    assert np.allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-4)
+
+
+def test_encode_keeps_input_order_despite_length_sorting(embedder):
+    together = embedder.encode(TEXTS)
+    one_by_one = np.concatenate([embedder.encode([t]) for t in TEXTS])
+    assert np.allclose(together, one_by_one, atol=1e-4)
+    assert embedder.encode([]).shape == (0, DIM)
+
+
+def test_export_is_made_once_and_reused(embedder):
+    path = onnx_model()
+    before = path.stat().st_mtime_ns
+    assert onnx_model() == path and path.stat().st_mtime_ns == before
+
+
+def test_model_sees_prose_not_file_lists_or_checkboxes():
+    text = "Fuses the epilogue.\n- `csrc/gemm/sm90_epilogue.cuh`\n* python/kernels/moe.py (new)\n- [x] tests pass\nSee `a/b.cu` for the loop."
+    seen = embed_text("Fuse epilogue", ["Changed Files"], text)
+    assert seen == "Fuse epilogue. Changed Files\nFuses the epilogue.\nSee `a/b.cu` for the loop."
+    assert embed_text("T", [], "body") == "T\nbody"
