@@ -198,6 +198,11 @@ class VectorIndex:
 
     def __init__(self, matrix: np.ndarray) -> None:
         self.matrix = matrix
+        # One BLAS thread: a matrix-vector product this size gains nothing from two, and OpenBLAS threads
+        # spin after each call, taking the cores from onnxruntime's query encode (search p50 19 -> 10 ms).
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(limits=1, user_api="blas")
 
     def search(self, query: np.ndarray, limit: int, mask: np.ndarray | None = None) -> list[tuple[int, float]]:
         if self.matrix.shape[0] == 0:
