@@ -25,7 +25,7 @@ from typing import Callable
 
 from kwiki import __version__
 from kwiki.errors import BuildLocked
-from kwiki.ingest.chunking import CHUNKER_VERSION
+from kwiki.ingest.chunking import CHUNKER_VERSION, SENTENCE_TYPES, sentences
 from kwiki.ingest.corpus import CorpusRoot, IngestResult, chunk_page, read_corpora
 from kwiki.ingest.models import IngestReport, Page, Problem
 
@@ -135,6 +135,11 @@ def embed_text(title: str, heading_path: list[str], text: str) -> str:
     return f"{title}. {head}\n{body}" if head else f"{title}\n{body}"
 
 
+def sentence_key(text: str) -> str:
+    """Cache key of a sentence vector (chunks use their content hash)."""
+    return hashlib.sha256(f"sentence\0{text}".encode()).hexdigest()
+
+
 def _switch(index_dir: Path, build_name: str) -> None:
     tmp_link = index_dir / f".{CURRENT}.{uuid.uuid4().hex}"
     os.symlink(Path(BUILDS) / build_name, tmp_link)
@@ -223,10 +228,19 @@ def build_index(
         bm25.write(tmp / "bm25", pages, chunks)
 
         cache = vectors.EmbeddingCache(Path(cache_dir) if cache_dir else index_dir / "cache")
-        hashes = [c.content_hash for c in chunks]
-        missing = set(cache.missing(hashes))
-        todo = [c for c in chunks if c.content_hash in missing]
-        todo = list({c.content_hash: c for c in todo}.values())
+        sentence_rows, sentence_texts = [], []
+        for row, c in enumerate(chunks):
+            if pages[c.page_key].type in SENTENCE_TYPES:
+                for text in sentences(c.text):
+                    sentence_rows.append(row)
+                    sentence_texts.append(text)
+        sentence_keys = [sentence_key(t) for t in sentence_texts]
+        wanted = {c.content_hash: c for c in chunks}
+        wanted_sentences = dict(zip(sentence_keys, sentence_texts))
+        todo = [(h, embed_text(pages[c.page_key].title, c.heading_path, c.text)) for h, c in wanted.items()]
+        todo += list(wanted_sentences.items())
+        missing = set(cache.missing([h for h, _ in todo]))
+        todo = [(h, text) for h, text in todo if h in missing]
         if todo:
             embedder = embedder or vectors.Embedder(threads=threads)
             done = 0
@@ -237,10 +251,9 @@ def build_index(
                 if progress:
                     progress("embed", done, len(todo))
 
-            texts = [embed_text(pages[c.page_key].title, c.heading_path, c.text) for c in todo]
-            cache.add([c.content_hash for c in todo], embedder.encode(texts, progress=tick))
+            cache.add([h for h, _ in todo], embedder.encode([text for _, text in todo], progress=tick))
             cache.save()
-        matrix = cache.get(hashes)
+        matrix = cache.get([c.content_hash for c in chunks])
         rows = [
             {
                 "chunk_id": c.id,
@@ -255,6 +268,7 @@ def build_index(
             for c in chunks
         ]
         vectors.write_table(tmp / "vectors", rows, matrix)
+        vectors.write_sentences(tmp / "vectors", sentence_rows, sentence_texts, cache.get(sentence_keys))
 
         with open(tmp / "pages.jsonl", "w", encoding="utf-8") as fh:
             for p in result.pages:
@@ -275,7 +289,8 @@ def build_index(
             corpus_hash=corpus_hash(result),
             source_hash=quick,
             corpora=result.report.corpora,
-            counts={"pages": len(result.pages), "chunks": len(chunks), "artifacts": len(result.artifacts),
+            counts={"pages": len(result.pages), "chunks": len(chunks), "sentences": len(sentence_texts),
+                    "artifacts": len(result.artifacts),
                     "skipped": len(result.report.skipped), "duplicates": len(result.report.duplicates)},
             pages_by_type=result.report.pages_by_type,
             embedded=len(todo),

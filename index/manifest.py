@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 
 from kwiki.errors import IndexIncompatible, IndexMissing
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4  # 4: a sentence-vector table beside the chunk vectors
 MANIFEST = "manifest.json"
 
 
@@ -24,7 +24,7 @@ class Manifest(BaseModel):
     corpora: dict[str, str] = Field(default_factory=dict)  # name -> root
     counts: dict[str, int] = Field(default_factory=dict)
     pages_by_type: dict[str, int] = Field(default_factory=dict)
-    embedded: int = 0  # chunks embedded in this build (the rest came from the cache)
+    embedded: int = 0  # chunks and sentences embedded in this build (the rest came from the cache)
     build_seconds: float = 0.0
     created_at: str
     build_id: str

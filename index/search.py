@@ -38,6 +38,10 @@ DEFAULT_PRIOR = 0.8
 #: A query that asks for a PR ("which PR", "pull request", "merged") lifts PR pages above the wiki.
 _PR_INTENT = re.compile(r"\b(PRs?|pull requests?|merged|commit)\b|#\d+", re.I)
 PR_INTENT_PRIOR = 1.15
+#: A query that names a project ("tilelang pass that ...", "the sglang config for small M") gives that
+#: project's PR pages the PR-intent prior too (tuned on the kernelwiki dev split).
+REPO_PRIOR = 1.15
+_REPO_SEP = re.compile(r"[^a-z0-9]+")
 CANDIDATES = 200
 #: Fusion settings, tuned on the dev split of the corpus suite (evals/README.md). Whole-page BM25 and
 #: mean-of-chunk page vectors were tried as extra fused lists and did not help (dev nDCG@10 0.786 and 0.725 vs 0.787).
@@ -85,6 +89,7 @@ class Searcher:
     known_types: set[str] = field(init=False)
     known_corpora: set[str] = field(init=False)
     has_experience: bool = field(init=False)  # the index holds ledger candidates (type ``experience``)
+    page_repo: dict[str, str] = field(init=False)  # PR page key -> its project's name, normalized
     _mask_cache: OrderedDict = field(default_factory=OrderedDict)
 
     def __post_init__(self) -> None:
@@ -98,6 +103,12 @@ class Searcher:
         self.known_types = {p.type for p in self.pages.values()}
         self.known_corpora = {p.corpus for p in self.pages.values()}
         self.has_experience = "experience" in self.known_types
+        self.page_repo = {}
+        for key, p in self.pages.items():
+            repo = str(p.meta.get("repo") or "") if p.type == "source-pr" else ""
+            name = _REPO_SEP.sub(" ", repo.rsplit("/", 1)[-1].lower()).strip()
+            if len(name) >= 4:  # "tvm"-like short names would match too much prose
+                self.page_repo[key] = name
 
     # ---------------------------------------------------------------- loading
     @classmethod
@@ -119,6 +130,7 @@ class Searcher:
             for line in fh:
                 rows.append(json.loads(line))
         ids, matrix = vectors.load_matrix(build / "vectors")
+        sentence_rows, sentence_matrix = vectors.load_sentences(build / "vectors")
         if ids != [r["id"] for r in rows]:
             raise IndexMissing(f"index at {build} is inconsistent (vectors vs chunks)", hint="rebuild with `kwiki ingest`")
         vocab = json.loads((build / "vocab.json").read_text())
@@ -136,7 +148,8 @@ class Searcher:
         artifacts = {a["id"]: a for a in json.loads((build / "artifacts.json").read_text())}
         return cls(
             path=build, manifest=manifest, pages=pages, chunk_ids=ids, chunk_page=[r["page_key"] for r in rows],
-            chunk_rows=rows, bm25=BM25Index(build / "bm25"), vindex=vectors.VectorIndex(matrix), aliases=aliases,
+            chunk_rows=rows, bm25=BM25Index(build / "bm25"),
+            vindex=vectors.VectorIndex(matrix, sentence_matrix, sentence_rows), aliases=aliases,
             artifacts=artifacts, arch_vocab=arch_vocab, embedder=embedder, threads=threads,
         )
 
@@ -237,11 +250,14 @@ class Searcher:
             best_chunk.setdefault(self.chunk_page[row], row)
         priors = {}
         wants_pr = bool(_PR_INTENT.search(text))
+        named = self._named_repos(text) if options.type_prior else set()
         for key in page_scores:
             ptype = self.pages[key].type
             prior = TYPE_PRIOR.get(ptype, DEFAULT_PRIOR) if options.type_prior else 1.0
             if options.type_prior and wants_pr and ptype == "source-pr":
                 prior = PR_INTENT_PRIOR  # "the cutlass PR that added ...": the user is looking for a PR
+            elif named and self.page_repo.get(key) in named:
+                prior = REPO_PRIOR
             priors[key] = prior
             page_scores[key] *= prior
         signal_pages = self._signal_pages(signals, f) if signals else {}
@@ -271,6 +287,12 @@ class Searcher:
             hits=hits, signals=[{k2: v for k2, v in s.items() if k2 != "expand"} for s in signals], took_ms=round(took, 2),
             index={"build_id": self.manifest.build_id, "corpus_hash": self.manifest.corpus_hash[:12]},
         )
+
+    def _named_repos(self, text: str) -> set[str]:
+        """Projects of PR pages the query names ("flashinfer", "deep_gemm", "TensorRT-LLM")."""
+        words = _REPO_SEP.sub(" ", text.lower()).split()
+        joined = {"".join(words[i : i + n]) for n in (1, 2, 3) for i in range(len(words) - n + 1)}
+        return {name for name in set(self.page_repo.values()) if name.replace(" ", "") in joined}
 
     def _route(self, text: str) -> list[dict[str, Any]]:
         try:

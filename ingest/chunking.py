@@ -7,7 +7,7 @@ model's 256 word pieces::
 
     >>> parts = split_sections("# A\\ntext\\n```\\n# not a heading\\n```\\n", line_offset=1)
     >>> [(p.heading_path, p.kind) for p in parts]
-    [(['A'], 'prose')]
+    [(['A'], 'prose'), (['A'], 'code')]
 """
 
 from __future__ import annotations
@@ -198,3 +198,49 @@ def _part(heading: list[str], blocks: list[Block], line_offset: int) -> Part:
         kind=kind,
         blocks=blocks,
     )
+
+
+# ---------------------------------------------------------------- sentences
+#: Page types whose sentences get their own vectors: the curated wiki, not sources or PR summaries.
+SENTENCE_TYPES = frozenset({"pattern", "technique", "hardware", "kernel", "language", "migration", "ncu"})
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'`(*_\[])")
+_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
+_LINK = re.compile(r"\[([^\]]*)\]\([^)]*\)")
+_MARKUP = re.compile(r"[*`]+")  # not "_": metric names are full of them
+
+
+def sentences(text: str, min_words: int = 5) -> list[str]:
+    """The sentences and list items of a chunk's prose, markup removed (code, tables and headings skipped).
+
+    A short question in a developer's words lands closer to one sentence that says the same thing than to
+    a 150-word chunk that also says five other things; search keeps a vector per sentence of the curated
+    pages and scores a chunk by its best one (``index/vectors.py``).
+
+    >>> sentences("- My GEMM at N=4224 is slower than at N=4096.\\n  It does 3% more work.\\n```\\nx = 1\\n```\\nA [wave](w.md) is all\\nCTAs the GPU holds. Short one.")
+    ['My GEMM at N=4224 is slower than at N=4096.', 'It does 3% more work.', 'A wave is all CTAs the GPU holds.']
+    """
+    units: list[list[str]] = []
+    fence = False
+    current: list[str] | None = None
+    for line in text.split("\n"):
+        stripped = line.strip()
+        if stripped.startswith(("```", "~~~")):
+            fence, current = not fence, None
+            continue
+        if fence or not stripped or stripped.startswith(("#", "|")):
+            current = None
+            continue
+        stripped = stripped.lstrip("> ").strip()
+        if _ITEM.match(line) or current is None:
+            current = [_ITEM.sub("", stripped)]
+            units.append(current)
+        else:
+            current.append(stripped)
+    out: list[str] = []
+    for unit in units:
+        flat = _MARKUP.sub("", _LINK.sub(r"\1", " ".join(unit))).strip()
+        for sentence in _SENTENCE_END.split(flat):
+            sentence = sentence.strip(" \"'")
+            if len(sentence.split()) >= min_words:
+                out.append(sentence)
+    return out
