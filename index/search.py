@@ -45,7 +45,7 @@ _REPO_SEP = re.compile(r"[^a-z0-9]+")
 CANDIDATES = 200
 #: Fusion settings, tuned on the dev split of the corpus suite (evals/README.md). Whole-page BM25 and
 #: mean-of-chunk page vectors were tried as extra fused lists and did not help (dev nDCG@10 0.786 and 0.725 vs 0.787).
-SIGNAL_BOOST = 0.3  # share of the top score added to pages an NCU signal in the query points to
+SIGNAL_BOOST = 0.1  # share of the top score added to pages an NCU signal in the query points to
 SIGNAL_FLOOR = 0.9  # a routed page scores at least this share of the top score (times its weight)
 SIGNAL_FLOOR_NO_NCU = 1.3  # the same for pattern pages without `ncu_signals` (KernelWiki's)
 SYMPTOM_ROUTE = 0.8  # pattern pages reached by symptom only (KernelWiki: no metric names to match)
