@@ -22,6 +22,27 @@ def rrf(rankings: Sequence[Sequence[Hashable]], k: int = RRF_K, weights: Sequenc
     return dict(scores)
 
 
+def convex(scored: Sequence[Sequence[tuple[Hashable, float]]], weights: Sequence[float]) -> dict:
+    """Weighted sum of min-max normalized scores: ``score(d) = sum_i w_i * (s_i(d) - min_i) / (max_i - min_i)``.
+
+    Unlike RRF it keeps how far ahead a hit is: a chunk whose cosine stands out scores high even when BM25
+    missed it, where RRF would rank it below chunks both lists found at middling ranks. A list that misses
+    a document contributes 0; a list whose scores are all equal counts 1 for each of its documents.
+
+    >>> convex([[("a", 10.0), ("b", 5.0)], [("b", 0.9), ("c", 0.5)]], [0.5, 0.5])
+    {'a': 0.5, 'b': 0.5, 'c': 0.0}
+    """
+    out: dict = defaultdict(float)
+    for hits, w in zip(scored, weights):
+        if not hits:
+            continue
+        values = [x for _, x in hits]
+        lo, span = min(values), max(values) - min(values)
+        for item, x in hits:
+            out[item] += w * ((x - lo) / span if span > 0 else 1.0)
+    return dict(out)
+
+
 def rollup(chunk_scores: Iterable[tuple[Hashable, Hashable, float]], extra_weight: float = 0.25, extra_n: int = 2) -> dict:
     """Page score from its chunks: the best chunk plus ``extra_weight`` times the next ``extra_n``.
 

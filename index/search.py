@@ -23,7 +23,7 @@ from kwiki.ingest.models import Page
 from . import vectors
 from .bm25 import BM25Index
 from .build import current_build
-from .fusion import rollup, rrf
+from .fusion import convex, rollup
 from .manifest import Manifest, read_manifest
 from .query import AliasTable, Filters, QueryPlan, clean_query, plan_query
 from .results import Hit, PageResponse, SearchResponse, SourceRef, Why
@@ -49,9 +49,10 @@ SIGNAL_BOOST = 0.1  # share of the top score added to pages an NCU signal in the
 SIGNAL_FLOOR = 0.9  # a routed page scores at least this share of the top score (times its weight)
 SIGNAL_FLOOR_NO_NCU = 1.3  # the same for pattern pages without `ncu_signals` (KernelWiki's)
 SYMPTOM_ROUTE = 0.8  # pattern pages reached by symptom only (KernelWiki: no metric names to match)
-WEIGHTS = (1.0, 1.0)  # (bm25, vector) in reciprocal rank fusion
+#: (bm25, vector) weights of the convex combination of min-max normalized scores. It replaced reciprocal rank
+#: fusion (k=60, equal weights): dev nDCG@10 0.824 -> 0.859 (corpus), 0.807 -> 0.833 (kernelwiki).
+WEIGHTS = (0.45, 0.55)
 ROLLUP_EXTRA = 0.1  # page = best chunk + 0.1 x the next two
-FUSION_K = 60
 _PAGE_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,200}$")
 
 
@@ -243,7 +244,7 @@ class Searcher:
             vec_hits = self.vindex.search(qvec, CANDIDATES, mask[1] if mask else None)
         bm25_rank = {row: i for i, (row, _) in enumerate(bm25_hits, 1)}
         vec_rank = {row: i for i, (row, _) in enumerate(vec_hits, 1)}
-        fused = rrf([[r for r, _ in bm25_hits], [r for r, _ in vec_hits]], k=FUSION_K, weights=WEIGHTS)
+        fused = convex([bm25_hits, vec_hits], WEIGHTS)
         page_scores = rollup(((self.chunk_page[r], r, sc) for r, sc in fused.items()), extra_weight=ROLLUP_EXTRA)
         best_chunk: dict[str, int] = {}
         for row, _ in sorted(fused.items(), key=lambda x: -x[1]):
@@ -262,7 +263,7 @@ class Searcher:
             page_scores[key] *= prior
         signal_pages = self._signal_pages(signals, f) if signals else {}
         if signal_pages:
-            top = max(page_scores.values(), default=1.0 / 61)
+            top = max(page_scores.values(), default=1.0)
             for key, (weight, sig) in signal_pages.items():
                 boosted = page_scores.get(key, 0.0) + SIGNAL_BOOST * top * weight
                 # A page the signal names ranks near the top even when its text lacks NCU words
