@@ -32,6 +32,7 @@ METHODS: dict[str, SearchOptions | None] = {
     "hybrid-no-aliases": SearchOptions(aliases=False),
     "hybrid-no-type-prior": SearchOptions(type_prior=False),
     "hybrid-no-ncu-routing": SearchOptions(ncu_routing=False),
+    "hybrid-no-sentences": SearchOptions(sentences=False),
 }
 SHIPPED = "hybrid"
 

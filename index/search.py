@@ -65,6 +65,7 @@ class SearchOptions:
     aliases: bool = True
     type_prior: bool = True
     ncu_routing: bool = True
+    sentences: bool = True  # sentence vectors of the curated pages
 
 
 @dataclass
@@ -241,7 +242,7 @@ class Searcher:
         vec_hits: list[tuple[int, float]] = []
         if options.vector:
             qvec = self._embedder().encode([text])[0]
-            vec_hits = self.vindex.search(qvec, CANDIDATES, mask[1] if mask else None)
+            vec_hits = self.vindex.search(qvec, CANDIDATES, mask[1] if mask else None, sentences=options.sentences)
         bm25_rank = {row: i for i, (row, _) in enumerate(bm25_hits, 1)}
         vec_rank = {row: i for i, (row, _) in enumerate(vec_hits, 1)}
         fused = convex([bm25_hits, vec_hits], WEIGHTS)
