@@ -22,6 +22,7 @@ class Why(BaseModel):
     signals: list[str] = Field(default_factory=list)
     type_prior: float = 1.0
     matched_terms: list[str] = Field(default_factory=list)
+    sentence: str | None = Field(None, description="The page's sentence whose vector ranked the chunk, when one did")
 
 
 class Hit(BaseModel):

@@ -45,7 +45,7 @@ _REPO_SEP = re.compile(r"[^a-z0-9]+")
 CANDIDATES = 200
 #: Fusion settings, tuned on the dev split of the corpus suite (evals/README.md). Whole-page BM25 and
 #: mean-of-chunk page vectors were tried as extra fused lists and did not help (dev nDCG@10 0.786 and 0.725 vs 0.787).
-SIGNAL_BOOST = 0.1  # share of the top score added to pages an NCU signal in the query points to
+SIGNAL_BOOST = 0.3  # share of the top score added to pages an NCU signal in the query points to
 SIGNAL_FLOOR = 0.9  # a routed page scores at least this share of the top score (times its weight)
 SIGNAL_FLOOR_NO_NCU = 1.3  # the same for pattern pages without `ncu_signals` (KernelWiki's)
 SYMPTOM_ROUTE = 0.8  # pattern pages reached by symptom only (KernelWiki: no metric names to match)
@@ -132,7 +132,7 @@ class Searcher:
             for line in fh:
                 rows.append(json.loads(line))
         ids, matrix = vectors.load_matrix(build / "vectors")
-        sentence_rows, sentence_matrix = vectors.load_sentences(build / "vectors")
+        sentence_rows, sentence_texts, sentence_matrix = vectors.load_sentences(build / "vectors")
         if ids != [r["id"] for r in rows]:
             raise IndexMissing(f"index at {build} is inconsistent (vectors vs chunks)", hint="rebuild with `kwiki ingest`")
         vocab = json.loads((build / "vocab.json").read_text())
@@ -151,7 +151,7 @@ class Searcher:
         return cls(
             path=build, manifest=manifest, pages=pages, chunk_ids=ids, chunk_page=[r["page_key"] for r in rows],
             chunk_rows=rows, bm25=BM25Index(build / "bm25"),
-            vindex=vectors.VectorIndex(matrix, sentence_matrix, sentence_rows), aliases=aliases,
+            vindex=vectors.VectorIndex(matrix, sentence_matrix, sentence_rows, sentence_texts), aliases=aliases,
             artifacts=artifacts, arch_vocab=arch_vocab, embedder=embedder, threads=threads,
         )
 
@@ -240,6 +240,7 @@ class Searcher:
 
         bm25_hits = self.bm25.search(plan.bm25, CANDIDATES) if options.bm25 else []
         vec_hits: list[tuple[int, float]] = []
+        qvec = None
         if options.vector:
             qvec = self._embedder().encode([text])[0]
             vec_hits = self.vindex.search(qvec, CANDIDATES, mask[1] if mask else None, sentences=options.sentences)
@@ -280,8 +281,11 @@ class Searcher:
             if row is None:  # reached only through an NCU signal: show its first section
                 row = self.first_chunk.get(key)
             sig = signal_pages.get(key)
+            sentence = None
+            if qvec is not None and row is not None and options.sentences:
+                sentence = self.vindex.best_sentence(row, qvec)  # which sentence, if any, carried the chunk
             hits.append(self._hit(page, score, row, plan, bm25_rank, vec_rank, priors.get(key, 1.0),
-                                  [sig[1]] if sig else []))
+                                  [sig[1]] if sig else [], sentence))
         took = (time.perf_counter() - started) * 1000
         return SearchResponse(
             query=text, k=int(k),
@@ -330,7 +334,7 @@ class Searcher:
         return out
 
     def _hit(self, page: Page, score: float, row: int | None, plan: QueryPlan, bm25_rank: dict, vec_rank: dict,
-             prior: float, signals: list[str]) -> Hit:
+             prior: float, signals: list[str], sentence: str | None = None) -> Hit:
         crow = self.chunk_rows[row] if row is not None else {"text": page.title, "heading_path": [], "line_start": 1, "line_end": 1}
         return Hit(
             id=page.key, page_id=page.id, title=page.title, type=page.type, corpus=page.corpus, path=page.path,
@@ -339,7 +343,8 @@ class Searcher:
             heading_path=crow.get("heading_path", []), lines=(crow["line_start"], crow["line_end"]),
             sources=self.resolve(page.sources, page.corpus),
             why=Why(bm25_rank=bm25_rank.get(row), vector_rank=vec_rank.get(row), aliases=plan.aliases,
-                    signals=signals, type_prior=prior, matched_terms=matched_terms(crow["text"], plan.prose)),
+                    signals=signals, type_prior=prior, matched_terms=matched_terms(crow["text"], plan.prose),
+                    sentence=sentence),
         )
 
     # ---------------------------------------------------------------- pages

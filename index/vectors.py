@@ -210,14 +210,14 @@ def write_sentences(folder: Path, chunk_rows: list[int], texts: list[str], vecto
     lancedb.connect(str(folder)).create_table(SENTENCES, data=table, mode="overwrite")
 
 
-def load_sentences(folder: Path) -> tuple[np.ndarray, np.ndarray]:
-    """(chunk row of each sentence, sentence vectors)."""
+def load_sentences(folder: Path) -> tuple[np.ndarray, list[str], np.ndarray]:
+    """(chunk row of each sentence, sentence texts, sentence vectors)."""
     import lancedb
 
     table = lancedb.connect(str(folder)).open_table(SENTENCES).to_arrow()
     rows = table.column("chunk_row").to_numpy().astype(np.int64)
     vecs = table.column("vector").combine_chunks().flatten().to_numpy().reshape(-1, DIM).astype(np.float32)
-    return rows, np.ascontiguousarray(vecs)
+    return rows, table.column("text").to_pylist(), np.ascontiguousarray(vecs)
 
 
 class VectorIndex:
@@ -229,10 +229,14 @@ class VectorIndex:
     """
 
     def __init__(self, matrix: np.ndarray, sentences: np.ndarray | None = None,
-                 sentence_rows: np.ndarray | None = None) -> None:
+                 sentence_rows: np.ndarray | None = None, sentence_texts: list[str] | None = None) -> None:
         self.matrix = matrix
         self.sentences = sentences if sentences is not None else np.zeros((0, DIM), dtype=np.float32)
         self.sentence_rows = sentence_rows if sentence_rows is not None else np.zeros(0, dtype=np.int64)
+        self.sentence_texts = sentence_texts or []
+        self._row_sentences: dict[int, list[int]] = {}
+        for i, row in enumerate(self.sentence_rows.tolist()):
+            self._row_sentences.setdefault(row, []).append(i)
         # One BLAS thread: a matrix-vector product this size gains nothing from two, and OpenBLAS threads
         # spin after each call, taking the cores from onnxruntime's query encode (search p50 19 -> 10 ms).
         from threadpoolctl import threadpool_limits
@@ -253,3 +257,13 @@ class VectorIndex:
         top = np.argpartition(-scores, limit - 1)[:limit]
         top = top[np.argsort(-scores[top])]
         return [(int(i), float(scores[i])) for i in top if np.isfinite(scores[i])]
+
+    def best_sentence(self, row: int, query: np.ndarray) -> str | None:
+        """The sentence that stood in for chunk ``row`` in :meth:`search`, or None when the chunk's own vector won."""
+        ids = self._row_sentences.get(row)
+        if not ids or not self.sentence_texts:
+            return None
+        query = query.astype(np.float32)
+        scores = self.sentences[ids] @ query - SENTENCE_MARGIN
+        best = int(np.argmax(scores))
+        return self.sentence_texts[ids[best]] if scores[best] > float(self.matrix[row] @ query) else None

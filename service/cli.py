@@ -188,6 +188,8 @@ def search(
         if h.heading_path:
             typer.echo(f"    § {' > '.join(h.heading_path)}")
         typer.echo(f"    {h.snippet[:240]}")
+        if h.why.sentence:
+            typer.echo(f"    matched: \"{h.why.sentence[:200]}\"")
         if h.sources:
             typer.echo("    sources: " + ", ".join(s.url or s.id for s in h.sources[:3]))
     if not resp.hits:

@@ -5,6 +5,7 @@ import json
 import pytest
 
 from kwiki.errors import BadRequest, PageNotFound
+from kwiki.index.search import SearchOptions
 
 pytestmark = pytest.mark.slow
 
@@ -78,3 +79,13 @@ def test_page_view_resolves_sources_and_artifacts(searcher):
     assert page.body and page.sources and all(s.resolved for s in page.sources)
     with pytest.raises(PageNotFound):
         searcher.page("../../etc/passwd")
+
+
+def test_hit_names_the_sentence_that_matched(searcher):
+    # a developer's wording of one "What you see" bullet of the tail-effect page
+    resp = searcher.search("my GEMM at N=4224 is slower than at N=4096 although it does only 3% more work", k=5)
+    hit = next(h for h in resp.hits if h.page_id == "pattern-tail-effect")
+    assert hit.why.sentence and "4224" in hit.why.sentence
+    plain = searcher.search("my GEMM at N=4224 is slower than at N=4096 although it does only 3% more work", k=5,
+                            options=SearchOptions(sentences=False))
+    assert all(h.why.sentence is None for h in plain.hits)
