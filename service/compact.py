@@ -41,6 +41,7 @@ class CompactHit(BaseModel):
     confidence: str | None = Field(None, description="verified | source-reported | inferred | experimental")
     score: float
     snippet: str
+    matched: str | None = Field(None, description="The page's sentence that matched the query, when one did")
     sources: list[Source] = Field(default_factory=list)
 
 
@@ -101,7 +102,8 @@ def compact_search(resp: SearchResponse) -> CompactSearch:
         query=resp.query, filters=resp.filters,
         signals=[str(s.get("signal")) for s in resp.signals if s.get("signal")],
         hits=[CompactHit(id=h.id, title=h.title, type=h.type, corpus=h.corpus, confidence=h.confidence,
-                         score=h.score, snippet=h.snippet[:SNIPPET_CHARS], sources=_sources(h.sources, MAX_HIT_SOURCES))
+                         score=h.score, snippet=h.snippet[:SNIPPET_CHARS], matched=h.why.sentence,
+                         sources=_sources(h.sources, MAX_HIT_SOURCES))
               for h in resp.hits],
     )
 
