@@ -25,7 +25,7 @@ from .bm25 import BM25Index
 from .build import current_build
 from .fusion import convex, rollup
 from .manifest import Manifest, read_manifest
-from .query import AliasTable, Filters, QueryPlan, clean_query, plan_query
+from .query import AliasTable, Filters, QueryPlan, clean_query, norm_phrase, plan_query
 from .results import Hit, PageResponse, SearchResponse, SourceRef, Why
 
 #: Curated pages first: KernelWiki has ~50 PR pages for every wiki page.
@@ -41,7 +41,6 @@ PR_INTENT_PRIOR = 1.15
 #: A query that names a project ("tilelang pass that ...", "the sglang config for small M") gives that
 #: project's PR pages the PR-intent prior too (tuned on the kernelwiki dev split).
 REPO_PRIOR = 1.15
-_REPO_SEP = re.compile(r"[^a-z0-9]+")
 CANDIDATES = 200
 #: Fusion settings, tuned on the dev split of the corpus suite (evals/README.md). Whole-page BM25 and
 #: mean-of-chunk page vectors were tried as extra fused lists and did not help (dev nDCG@10 0.786 and 0.725 vs 0.787).
@@ -91,7 +90,8 @@ class Searcher:
     known_types: set[str] = field(init=False)
     known_corpora: set[str] = field(init=False)
     has_experience: bool = field(init=False)  # the index holds ledger candidates (type ``experience``)
-    page_repo: dict[str, str] = field(init=False)  # PR page key -> its project's name, normalized
+    page_repo: dict[str, str] = field(init=False)  # PR page key -> its project's name, lower case, no separators
+    repo_names: set[str] = field(init=False)  # the values of page_repo
     _mask_cache: OrderedDict = field(default_factory=OrderedDict)
 
     def __post_init__(self) -> None:
@@ -108,9 +108,10 @@ class Searcher:
         self.page_repo = {}
         for key, p in self.pages.items():
             repo = str(p.meta.get("repo") or "") if p.type == "source-pr" else ""
-            name = _REPO_SEP.sub(" ", repo.rsplit("/", 1)[-1].lower()).strip()
+            name = norm_phrase(repo.rsplit("/", 1)[-1]).replace(" ", "")  # "NVIDIA/TensorRT-LLM" -> "tensorrtllm"
             if len(name) >= 4:  # "tvm"-like short names would match too much prose
                 self.page_repo[key] = name
+        self.repo_names = set(self.page_repo.values())
 
     # ---------------------------------------------------------------- loading
     @classmethod
@@ -296,9 +297,9 @@ class Searcher:
 
     def _named_repos(self, text: str) -> set[str]:
         """Projects of PR pages the query names ("flashinfer", "deep_gemm", "TensorRT-LLM")."""
-        words = _REPO_SEP.sub(" ", text.lower()).split()
+        words = norm_phrase(text).split()
         joined = {"".join(words[i : i + n]) for n in (1, 2, 3) for i in range(len(words) - n + 1)}
-        return {name for name in set(self.page_repo.values()) if name.replace(" ", "") in joined}
+        return self.repo_names & joined
 
     def _route(self, text: str) -> list[dict[str, Any]]:
         try:

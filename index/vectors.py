@@ -101,13 +101,13 @@ class Embedder:
 
     _lock = threading.Lock()
 
-    def __init__(self, threads: int = 2, batch_size: int = 32, max_tokens: int | None = None) -> None:
+    def __init__(self, threads: int = 2, batch_size: int = 32) -> None:
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
         self.batch_size = batch_size
         self.tokenizer = Tokenizer.from_file(str(model_path() / "tokenizer.json"))
-        self.tokenizer.enable_truncation(max_tokens or MAX_TOKENS)
+        self.tokenizer.enable_truncation(MAX_TOKENS)
         self.tokenizer.no_padding()
         options = ort.SessionOptions()
         # Deliberate: one thread per core by default collapses when other processes compete for the cores.

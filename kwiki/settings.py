@@ -45,7 +45,6 @@ class Settings(BaseSettings):
         default_factory=lambda: Path.home() / ".cache" / "kwiki" / "models",
         description="Where the ONNX export of the embedding model is kept (made once, in seconds)",
     )
-    embed_batch_size: int = Field(default=64, ge=1)
     max_query_chars: int = Field(default=2000, ge=16)
     max_k: int = Field(default=100, ge=1)
     max_upload_bytes: int = Field(default=20 * 1024 * 1024, ge=1024)
