@@ -38,6 +38,11 @@ DEFAULT_PRIOR = 0.8
 #: A query that asks for a PR ("which PR", "pull request", "merged") lifts PR pages above the wiki.
 _PR_INTENT = re.compile(r"\b(PRs?|pull requests?|merged|commit)\b|#\d+", re.I)
 PR_INTENT_PRIOR = 1.15
+#: A query about moving code between generations ("porting to sm100", "what replaces wgmma.wait_group",
+#: "do I still need ldmatrix") lifts the migration pages (dev nDCG@10 of migration questions 0.82 -> 0.88).
+_MIGRATION_INTENT = re.compile(
+    r"\b(port(s|ing|ed)?|migrat\w*|moving|move|upgrad\w*|replaces?|instead of|equivalent|still need)\b", re.I)
+MIGRATION_PRIOR = 1.5
 #: A query that names a project ("tilelang pass that ...", "the sglang config for small M") gives that
 #: project's PR pages the PR-intent prior too (tuned on the kernelwiki dev split).
 REPO_PRIOR = 1.15
@@ -254,6 +259,7 @@ class Searcher:
             best_chunk.setdefault(self.chunk_page[row], row)
         priors = {}
         wants_pr = bool(_PR_INTENT.search(text))
+        wants_migration = bool(_MIGRATION_INTENT.search(text))
         named = self._named_repos(text) if options.type_prior else set()
         for key in page_scores:
             ptype = self.pages[key].type
@@ -262,6 +268,8 @@ class Searcher:
                 prior = PR_INTENT_PRIOR  # "the cutlass PR that added ...": the user is looking for a PR
             elif named and self.page_repo.get(key) in named:
                 prior = REPO_PRIOR
+            elif options.type_prior and wants_migration and ptype == "migration":
+                prior = MIGRATION_PRIOR
             priors[key] = prior
             page_scores[key] *= prior
         signal_pages = self._signal_pages(signals, f) if signals else {}

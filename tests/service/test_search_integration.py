@@ -89,3 +89,13 @@ def test_hit_names_the_sentence_that_matched(searcher):
     plain = searcher.search("my GEMM at N=4224 is slower than at N=4096 although it does only 3% more work", k=5,
                             options=SearchOptions(sentences=False))
     assert all(h.why.sentence is None for h in plain.hits)
+
+
+def test_porting_question_lifts_migration_pages(searcher):
+    from kwiki.index.search import MIGRATION_PRIOR
+
+    porting = searcher.search("what do my Hopper ping-pong consumer warpgroups become when porting the GEMM to sm100", k=5)
+    migration = [h for h in porting.hits if h.type == "migration"]
+    assert migration and all(h.why.type_prior == MIGRATION_PRIOR for h in migration)
+    plain = searcher.search("ping-pong consumer warpgroups", k=10)  # no porting words: no lift
+    assert all(h.why.type_prior == 1.0 for h in plain.hits if h.type == "migration")
