@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -16,37 +15,14 @@ from typing import Annotated, Any, Optional
 import typer
 
 from kwiki import __version__
+from kwiki.service.cli_common import print_json, reported
+from kwiki.service.cli_common import settings as load_settings
 
 app = typer.Typer(help="kwiki: ranked, sourced GPU-kernel optimization knowledge.", no_args_is_help=True,
                   pretty_exceptions_enable=False)
 
 IndexDir = Annotated[Optional[Path], typer.Option("--index-dir", help="Index root (default: $KWIKI_INDEX_DIR or .kwiki/index)")]
 JsonOut = Annotated[bool, typer.Option("--json", help="Print JSON (the same document the HTTP API returns)")]
-
-
-def _settings(index_dir: Path | None = None, **overrides: Any):
-    from kwiki.settings import Settings
-
-    values = {k: v for k, v in overrides.items() if v is not None}
-    if index_dir is not None:
-        values["index_dir"] = index_dir
-    return Settings(**values)
-
-
-def _fail(exc: Exception) -> None:
-    from kwiki.errors import KwikiError
-
-    if isinstance(exc, KwikiError):
-        typer.secho(f"error: {exc.message}", fg="red", err=True)
-        if exc.hint:
-            typer.echo(f"hint: {exc.hint}", err=True)
-        raise typer.Exit(2)
-    raise exc
-
-
-def _print_json(model: Any) -> None:
-    text = model.model_dump_json(indent=2) if hasattr(model, "model_dump_json") else json.dumps(model, indent=2, default=str)
-    sys.stdout.write(text + "\n")
 
 
 def _version(value: bool) -> None:
@@ -78,10 +54,10 @@ def ingest(
     from kwiki.index.build import build_index
     from kwiki.ingest.corpus import corpus_root
 
-    settings = _settings(index_dir)
+    settings = load_settings(index_dir)
     roots = [corpus_root(c) for c in corpus] if corpus else [corpus_root(p) for p in settings.corpora]
     console = Console(stderr=True)
-    try:
+    with reported():
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       console=console, disable=quiet or json_out or not console.is_terminal) as bar:
             tasks: dict[str, Any] = {}
@@ -95,11 +71,8 @@ def ingest(
             result = build_index(settings.index_dir, roots, threads=settings.embed_threads,
                                  max_page_bytes=settings.max_page_bytes, progress=progress, extra_pages=extra,
                                  skip_unchanged=not force)
-    except Exception as exc:  # noqa: BLE001
-        _fail(exc)
-        return
     if json_out:
-        _print_json({"path": str(result.path), "unchanged": result.unchanged, "manifest": result.manifest.model_dump(),
+        print_json({"path": str(result.path), "unchanged": result.unchanged, "manifest": result.manifest.model_dump(),
                      "report": result.report.model_dump()})
         return
     if result.unchanged:
@@ -168,17 +141,14 @@ def search(
     from kwiki.index.search import Searcher
     from kwiki.service.app import SearchRequest, run_search
 
-    settings = _settings(index_dir)
-    try:
+    settings = load_settings(index_dir)
+    with reported():
         searcher = Searcher.open(settings.index_dir, threads=settings.embed_threads)
         req = SearchRequest(q=query, k=k, type=type or [], tag=tag or [], architecture=architecture or [],
                             language=language or [], confidence=confidence or [], corpus=corpus or [])
         resp = run_search(searcher, req, settings)
-    except Exception as exc:  # noqa: BLE001
-        _fail(exc)
-        return
     if json_out:
-        _print_json(resp)
+        print_json(resp)
         return
     if resp.signals:
         typer.secho("NCU signals: " + ", ".join(s["signal"] for s in resp.signals[:3]), fg="cyan")
@@ -210,14 +180,11 @@ def page(
     """Show a page with its sources and artifacts (the same as GET /pages/{id})."""
     from kwiki.index.search import Searcher
 
-    settings = _settings(index_dir)
-    try:
+    settings = load_settings(index_dir)
+    with reported():
         resp = Searcher.open(settings.index_dir).page(page_id)
-    except Exception as exc:  # noqa: BLE001
-        _fail(exc)
-        return
     if json_out:
-        _print_json(resp)
+        print_json(resp)
         return
     typer.secho(resp.title, bold=True)
     typer.echo(f"{resp.id} [{resp.type}, {resp.confidence or '-'}, {resp.corpus}] {resp.path}")
@@ -244,7 +211,7 @@ def serve(
 
     from kwiki.index.build import current_build
 
-    settings = _settings(index_dir, host=host, port=port)
+    settings = load_settings(index_dir, host=host, port=port)
     if build_if_missing and not (current_build(settings.index_dir) / "manifest.json").exists():
         typer.echo(f"no index at {settings.index_dir}: building it from {', '.join(map(str, settings.corpora))}", err=True)
         ingest(corpus=[str(c) for c in settings.corpora], index_dir=settings.index_dir, json_out=False, quiet=False,
@@ -273,11 +240,11 @@ def eval_(
     from kwiki.evals import command
     from kwiki.evals.runner import METHODS
 
-    settings = _settings(index_dir)
+    settings = load_settings(index_dir)
     suites = ["corpus", "kernelwiki"] if suite == "all" else [suite]
     chosen = [m.strip() for m in methods.split(",") if m.strip()] or list(METHODS)
     console = Console(stderr=True)
-    try:
+    with reported():
         with Progress(console=console, disable=json_out or not console.is_terminal) as bar:
             tasks: dict[str, Any] = {}
 
@@ -288,12 +255,9 @@ def eval_(
 
             result = command.run_eval(suites, chosen, settings.index_dir.parent / "eval", threads=settings.embed_threads,
                                       kernelwiki=kernelwiki, out_dir=out, readme=update_readme, progress=tick)
-    except Exception as exc:  # noqa: BLE001
-        _fail(exc)
-        return
     failures = command.gate(result) if gate else []
     if json_out:
-        _print_json({"stamp": result["stamp"], "paths": result["paths"], "gate_failures": failures,
+        print_json({"stamp": result["stamp"], "paths": result["paths"], "gate_failures": failures,
                      "overall": {s: r["overall"] for s, r in result["suites"].items()}})
     else:
         from kwiki.evals.report import table
@@ -319,7 +283,7 @@ def validate(
     problems = validate_corpus(corpus)
     errors = [p for p in problems if p.level == "error"]
     if json_out:
-        _print_json([p.__dict__ for p in problems])
+        print_json([p.__dict__ for p in problems])
     else:
         for p in problems:
             typer.echo(str(p))
@@ -341,13 +305,13 @@ def diagnose(
     from kwiki.index.search import Searcher
     from kwiki.service.diagnose_api import diagnose_request
 
-    settings = _settings(index_dir)
+    settings = load_settings(index_dir)
     try:
         data = sys.stdin.buffer.read() if str(path) == "-" else path.read_bytes()
     except OSError as exc:
         typer.secho(f"error: cannot read {path}: {exc.strerror}", fg="red", err=True)
         raise typer.Exit(2) from None
-    try:
+    with reported():
         try:
             searcher = Searcher.open(settings.index_dir, threads=settings.embed_threads)
         except KwikiError as exc:
@@ -358,11 +322,8 @@ def diagnose(
             from kwiki.service.cli_ledger import record_diagnosis
 
             record_diagnosis(record, resp, workspace, settings)
-    except Exception as exc:  # noqa: BLE001
-        _fail(exc)
-        return
     if json_out:
-        _print_json(resp)
+        print_json(resp)
         return
     for launch in resp.launches:
         typer.secho(f"{launch.kernel} (launch {launch.launch_id})", bold=True)
@@ -386,7 +347,7 @@ def signals(json_out: JsonOut = False) -> None:
 
     doc = {"signals": sig.as_list(), "metrics": catalog.load_catalog().as_list()}
     if json_out:
-        _print_json(doc)
+        print_json(doc)
         return
     for s in doc["signals"]:
         typer.echo(f"{s['id']:26s} {s.get('title', '')}")

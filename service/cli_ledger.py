@@ -22,6 +22,9 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from kwiki.service.cli_common import print_json, reported
+from kwiki.service.cli_common import settings as load_settings
+
 app = typer.Typer(help="The candidate ledger: every kernel candidate tried, its parent, mechanism and outcome.",
                   no_args_is_help=True)
 
@@ -35,16 +38,6 @@ def _ledger(workspace: Path | None):
     from kwiki.settings import Settings
 
     return Ledger(workspace_dir(Settings(), workspace))
-
-
-def _fail(exc: Exception) -> None:
-    from kwiki.service.cli import _fail as fail
-
-    fail(exc)
-
-
-def _echo_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
 
 
 def _warn_problems(problems: list[Any]) -> None:
@@ -90,7 +83,7 @@ def add(
     from kwiki.errors import BadRequest
     from kwiki.ingest.ledger import Candidate
 
-    try:
+    with reported():
         led = _ledger(workspace)
         doc: dict[str, Any] = {}
         if from_json:
@@ -128,11 +121,8 @@ def add(
         if auto_id:
             doc["id"] = "c000"  # replaced under the ledger lock by the next free id
         written = led.append(_validate(Candidate, doc), auto_id=auto_id)
-    except Exception as exc:  # noqa: BLE001
-        _fail(exc)
-        return
     if json_out:
-        _echo_json(written.model_dump(mode="json", exclude_none=True))
+        print_json(written.model_dump(mode="json", exclude_none=True))
         return
     typer.echo(f"added {written.key} [{written.status}] to {led.candidates_path}")
 
@@ -160,15 +150,12 @@ def list_(
     """List candidates (newest version of each), with status and reason."""
     from kwiki.ingest.ledger_ops import filter_candidates
 
-    try:
+    with reported():
         led = _ledger(workspace)
         read = led.read()
         cands = filter_candidates(read.candidates, task=task, status=status, applies_to_id=applies)
-    except Exception as exc:  # noqa: BLE001
-        _fail(exc)
-        return
     if json_out:
-        _echo_json({"workspace": str(led.root), "candidates": [c.model_dump(mode="json", exclude_none=True) for c in cands],
+        print_json({"workspace": str(led.root), "candidates": [c.model_dump(mode="json", exclude_none=True) for c in cands],
                     "problems": [p.model_dump() for p in read.problems]})
         return
     _warn_problems(read.problems)
@@ -190,13 +177,10 @@ def show(
     """Show one candidate: its record, rendered like its search page."""
     from kwiki.ingest.ledger_pages import render_body
 
-    try:
+    with reported():
         c = _ledger(workspace).read().get(cand)
-    except Exception as exc:  # noqa: BLE001
-        _fail(exc)
-        return
     if json_out:
-        _echo_json(c.model_dump(mode="json", exclude_none=True))
+        print_json(c.model_dump(mode="json", exclude_none=True))
         return
     typer.echo(render_body(c))
     if c.model_extra:
@@ -212,14 +196,11 @@ def tree(
     """The lineage of candidates per task; * marks the path to every promoted candidate."""
     from kwiki.ingest.ledger_tree import lineage, render_tree
 
-    try:
+    with reported():
         read = _ledger(workspace).read()
         trees = lineage([c for c in read.candidates if task is None or c.task == task])
-    except Exception as exc:  # noqa: BLE001
-        _fail(exc)
-        return
     if json_out:
-        _echo_json({"tasks": [t.model_dump() for t in trees], "problems": [p.model_dump() for p in read.problems]})
+        print_json({"tasks": [t.model_dump() for t in trees], "problems": [p.model_dump() for p in read.problems]})
         return
     _warn_problems(read.problems)
     typer.echo(render_tree(trees) if trees else "no candidates")
@@ -234,14 +215,11 @@ def import_(
     """Append the candidates of another folder; ones already recorded identically are skipped."""
     from kwiki.ingest.ledger_ops import import_dir
 
-    try:
+    with reported():
         led = _ledger(workspace)
         result = import_dir(led, source)
-    except Exception as exc:  # noqa: BLE001
-        _fail(exc)
-        return
     if json_out:
-        _echo_json(result)
+        print_json(result)
         return
     for p in result["problems"]:
         typer.secho(f"warning: {p['file']}:{p['line']}: {p['reason']} (skipped)", fg="yellow", err=True)
@@ -260,18 +238,14 @@ def search(
     """The pages that explain the question, then the candidates that tried a fix, with their outcome."""
     from kwiki.index.search import Searcher
     from kwiki.service.app import SearchRequest
-    from kwiki.service.cli import _settings
     from kwiki.service.ledger_search import tiered_search
 
-    settings = _settings(index_dir)
-    try:
+    settings = load_settings(index_dir)
+    with reported():
         searcher = Searcher.open(settings.index_dir, threads=settings.embed_threads)
         tiers = tiered_search(searcher, SearchRequest(q=query, k=k), settings, experience_k, status)
-    except Exception as exc:  # noqa: BLE001
-        _fail(exc)
-        return
     if json_out:
-        _echo_json(tiers)
+        print_json(tiers)
         return
     typer.secho("pages", bold=True)
     for i, h in enumerate(tiers["pages"]["hits"], 1):
