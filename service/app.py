@@ -145,8 +145,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if state.searcher is None:
             err = state.error or IndexMissing("no index loaded")
             return JSONResponse({"status": "no_index", **err.to_dict()}, status_code=503)
-        return {"status": "ok", "version": __version__, "index": state.searcher.manifest.model_dump(),
-                "index_path": str(state.searcher.path)}
+        # Names, not paths: the endpoint is open, and the server's file layout is nobody's business.
+        manifest = state.searcher.manifest.model_dump(exclude={"corpora"})
+        return {"status": "ok", "version": __version__, "index": manifest | {"corpora": sorted(state.searcher.manifest.corpora)}}
 
     @app.get("/search", response_model=SearchResponse)
     async def search_get(

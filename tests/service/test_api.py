@@ -10,6 +10,9 @@ HOSTILE = ['"unbalanced', "sm_80:", "-foo", "http://x.y", "a AND", "(x", "", "x"
 def test_health_reports_the_manifest(http):
     body = http.get("/health").json()
     assert body["status"] == "ok" and body["index"]["counts"]["pages"] > 100
+    assert body["index"]["corpora"] == ["kwiki"] and body["index"]["build_id"]
+    # an open endpoint: corpus names and the build id, no file-system paths
+    assert "index_path" not in body and not any(str(v).startswith("/") for v in body["index"].values())
 
 
 def test_get_search_long_scoreboard(http):
