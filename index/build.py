@@ -27,7 +27,7 @@ from kwiki import __version__
 from kwiki.errors import BuildLocked
 from kwiki.ingest.chunking import CHUNKER_VERSION, SENTENCE_TYPES, sentences
 from kwiki.ingest.corpus import CorpusRoot, IngestResult, chunk_page, read_corpora
-from kwiki.ingest.models import IngestReport, Page, Problem
+from kwiki.ingest.models import Chunk, IngestReport, Page, Problem
 
 from . import bm25, vectors
 from .manifest import Manifest
@@ -228,59 +228,14 @@ def build_index(
         bm25.write(tmp / "bm25", pages, chunks)
 
         cache = vectors.EmbeddingCache(Path(cache_dir) if cache_dir else index_dir / "cache")
-        sentence_rows, sentence_texts = [], []
-        for row, c in enumerate(chunks):
-            if pages[c.page_key].type in SENTENCE_TYPES:
-                for text in sentences(c.text):
-                    sentence_rows.append(row)
-                    sentence_texts.append(text)
+        sentence_rows, sentence_texts = curated_sentences(pages, chunks)
         sentence_keys = [sentence_key(t) for t in sentence_texts]
-        wanted = {c.content_hash: c for c in chunks}
-        wanted_sentences = dict(zip(sentence_keys, sentence_texts))
-        todo = [(h, embed_text(pages[c.page_key].title, c.heading_path, c.text)) for h, c in wanted.items()]
-        todo += list(wanted_sentences.items())
-        missing = set(cache.missing([h for h, _ in todo]))
-        todo = [(h, text) for h, text in todo if h in missing]
-        if todo:
-            embedder = embedder or vectors.Embedder(threads=threads)
-            done = 0
-
-            def tick(n: int) -> None:
-                nonlocal done
-                done += n
-                if progress:
-                    progress("embed", done, len(todo))
-
-            cache.add([h for h, _ in todo], embedder.encode([text for _, text in todo], progress=tick))
-            cache.save()
-        matrix = cache.get([c.content_hash for c in chunks])
-        rows = [
-            {
-                "chunk_id": c.id,
-                "page_key": c.page_key,
-                "corpus": c.corpus,
-                "path": c.provenance.path,
-                "heading": " > ".join(c.heading_path),
-                "line_start": c.line_start,
-                "line_end": c.line_end,
-                "content_hash": c.content_hash,
-            }
-            for c in chunks
-        ]
-        vectors.write_table(tmp / "vectors", rows, matrix)
+        todo = {c.content_hash: embed_text(pages[c.page_key].title, c.heading_path, c.text) for c in chunks}
+        todo.update(zip(sentence_keys, sentence_texts))
+        embedded = _embed_missing(cache, todo, embedder, threads, progress)
+        vectors.write_table(tmp / "vectors", [_vector_row(c) for c in chunks], cache.get([c.content_hash for c in chunks]))
         vectors.write_sentences(tmp / "vectors", sentence_rows, sentence_texts, cache.get(sentence_keys))
-
-        with open(tmp / "pages.jsonl", "w", encoding="utf-8") as fh:
-            for p in result.pages:
-                fh.write(p.model_dump_json() + "\n")
-        with open(tmp / "chunks.jsonl", "w", encoding="utf-8") as fh:
-            for c in chunks:
-                fh.write(c.model_dump_json(exclude={"provenance"}) + "\n")
-        (tmp / "artifacts.json").write_text(json.dumps([a.model_dump() for a in result.artifacts], default=str))
-        (tmp / "vocab.json").write_text(
-            json.dumps({n: {"aliases": v.aliases, "tags": {k: sorted(s) for k, s in v.tags.items()}} for n, v in result.vocab.items()})
-        )
-        (tmp / "report.json").write_text(result.report.model_dump_json(indent=2))
+        _write_records(tmp, result)
         manifest = Manifest(
             kwiki_version=__version__,
             model=vectors.MODEL_NAME,
@@ -293,7 +248,7 @@ def build_index(
                     "artifacts": len(result.artifacts),
                     "skipped": len(result.report.skipped), "duplicates": len(result.report.duplicates)},
             pages_by_type=result.report.pages_by_type,
-            embedded=len(todo),
+            embedded=embedded,
             build_seconds=round(time.monotonic() - started, 2),
             created_at=stamp.isoformat(timespec="seconds"),
             build_id=build_id,
@@ -307,3 +262,54 @@ def build_index(
         os.rename(tmp, final)
         _switch(index_dir, build_id)
         return BuildResult(path=final, manifest=manifest, report=result.report)
+
+
+def curated_sentences(pages: dict[str, Page], chunks: list[Chunk]) -> tuple[list[int], list[str]]:
+    """(chunk row, sentence) of every sentence of the curated pages, as two lists (``vectors.write_sentences``)."""
+    pairs = [(row, text) for row, c in enumerate(chunks) if pages[c.page_key].type in SENTENCE_TYPES
+             for text in sentences(c.text)]
+    return [r for r, _ in pairs], [t for _, t in pairs]
+
+
+def _embed_missing(cache: vectors.EmbeddingCache, todo: dict[str, str], embedder: vectors.Embedder | None,
+                   threads: int, progress: Progress | None) -> int:
+    """Embed the texts (content key -> text) the cache lacks, chunks and sentences in one length-sorted
+    queue; returns how many were embedded."""
+    lacking = set(cache.missing(list(todo)))
+    missing = [(h, text) for h, text in todo.items() if h in lacking]
+    if not missing:
+        return 0
+    embedder = embedder or vectors.Embedder(threads=threads)
+    done = 0
+
+    def tick(n: int) -> None:
+        nonlocal done
+        done += n
+        if progress:
+            progress("embed", done, len(missing))
+
+    cache.add([h for h, _ in missing], embedder.encode([text for _, text in missing], progress=tick))
+    cache.save()
+    return len(missing)
+
+
+def _vector_row(c: Chunk) -> dict[str, object]:
+    """The columns stored beside a chunk's vector in lancedb."""
+    return {"chunk_id": c.id, "page_key": c.page_key, "corpus": c.corpus, "path": c.provenance.path,
+            "heading": " > ".join(c.heading_path), "line_start": c.line_start, "line_end": c.line_end,
+            "content_hash": c.content_hash}
+
+
+def _write_records(folder: Path, result: IngestResult) -> None:
+    """Pages, chunks, artifacts, vocabulary and the ingest report, as the searcher reads them."""
+    with open(folder / "pages.jsonl", "w", encoding="utf-8") as fh:
+        for p in result.pages:
+            fh.write(p.model_dump_json() + "\n")
+    with open(folder / "chunks.jsonl", "w", encoding="utf-8") as fh:
+        for c in result.chunks:
+            fh.write(c.model_dump_json(exclude={"provenance"}) + "\n")
+    (folder / "artifacts.json").write_text(json.dumps([a.model_dump() for a in result.artifacts], default=str))
+    (folder / "vocab.json").write_text(
+        json.dumps({n: {"aliases": v.aliases, "tags": {k: sorted(s) for k, s in v.tags.items()}} for n, v in result.vocab.items()})
+    )
+    (folder / "report.json").write_text(result.report.model_dump_json(indent=2))

@@ -11,6 +11,7 @@ rows; ``benchmarks/search_latency.py`` measures both side by side).
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import warnings
@@ -220,6 +221,15 @@ def load_sentences(folder: Path) -> tuple[np.ndarray, list[str], np.ndarray]:
     return rows, table.column("text").to_pylist(), np.ascontiguousarray(vecs)
 
 
+@functools.cache
+def _one_blas_thread() -> None:
+    """Once per process: a matrix-vector product this size gains nothing from a second BLAS thread, and
+    OpenBLAS threads spin after each call, taking the cores from onnxruntime's query encode (search p50 19 -> 10 ms)."""
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=1, user_api="blas")
+
+
 class VectorIndex:
     """Exact inner-product search over normalized vectors held in memory.
 
@@ -237,11 +247,7 @@ class VectorIndex:
         self._row_sentences: dict[int, list[int]] = {}
         for i, row in enumerate(self.sentence_rows.tolist()):
             self._row_sentences.setdefault(row, []).append(i)
-        # One BLAS thread: a matrix-vector product this size gains nothing from two, and OpenBLAS threads
-        # spin after each call, taking the cores from onnxruntime's query encode (search p50 19 -> 10 ms).
-        from threadpoolctl import threadpool_limits
-
-        threadpool_limits(limits=1, user_api="blas")
+        _one_blas_thread()
 
     def search(self, query: np.ndarray, limit: int, mask: np.ndarray | None = None,
                sentences: bool = True) -> list[tuple[int, float]]:
