@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from markdown_it import MarkdownIt
 
-CHUNKER_VERSION = "4"
+CHUNKER_VERSION = "5"  # 5: sentences read from markdown-it paragraphs
 #: Words per chunk; MiniLM truncates at 256 word pieces and technical prose runs ~1.5 pieces a word.
 MAX_WORDS = 150
 #: A fence longer than this many lines is cut on line boundaries (huge generated dumps).
@@ -204,13 +204,8 @@ def _part(heading: list[str], blocks: list[Block], line_offset: int) -> Part:
 #: Page types whose sentences get their own vectors: the curated wiki, not sources or PR summaries.
 SENTENCE_TYPES = frozenset({"pattern", "technique", "hardware", "kernel", "language", "migration", "ncu"})
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'`(*_\[])")
-_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
-_LINK = re.compile(r"\[([^\]]*)\]\([^)]*\)")
-_MARKUP = re.compile(r"[*`]+")  # not "_": metric names are full of them
-
-
 def sentences(text: str, min_words: int = 5) -> list[str]:
-    """The sentences and list items of a chunk's prose, markup removed (code, tables and headings skipped).
+    """The sentences of a chunk's paragraphs and list items, markup removed (code, tables and headings skipped).
 
     A short question in a developer's words lands closer to one sentence that says the same thing than to
     a 150-word chunk that also says five other things; search keeps a vector per sentence of the curated
@@ -219,28 +214,21 @@ def sentences(text: str, min_words: int = 5) -> list[str]:
     >>> sentences("- My GEMM at N=4224 is slower than at N=4096.\\n  It does 3% more work.\\n```\\nx = 1\\n```\\nA [wave](w.md) is all\\nCTAs the GPU holds. Short one.")
     ['My GEMM at N=4224 is slower than at N=4096.', 'It does 3% more work.', 'A wave is all CTAs the GPU holds.']
     """
-    units: list[list[str]] = []
-    fence = False
-    current: list[str] | None = None
-    for line in text.split("\n"):
-        stripped = line.strip()
-        if stripped.startswith(("```", "~~~")):
-            fence, current = not fence, None
-            continue
-        if fence or not stripped or stripped.startswith(("#", "|")):
-            current = None
-            continue
-        stripped = stripped.lstrip("> ").strip()
-        if _ITEM.match(line) or current is None:
-            current = [_ITEM.sub("", stripped)]
-            units.append(current)
-        else:
-            current.append(stripped)
     out: list[str] = []
-    for unit in units:
-        flat = _MARKUP.sub("", _LINK.sub(r"\1", " ".join(unit))).strip()
+    tokens = _md.parse(text)
+    for i, tok in enumerate(tokens):
+        # paragraphs only (list items and quotes hold paragraphs too); a table cell or heading is not prose
+        if tok.type != "inline" or i == 0 or tokens[i - 1].type != "paragraph_open":
+            continue
+        flat = " ".join(_plain(tok.children or []).split())
         for sentence in _SENTENCE_END.split(flat):
             sentence = sentence.strip(" \"'")
             if len(sentence.split()) >= min_words:
                 out.append(sentence)
     return out
+
+
+def _plain(children: list) -> str:
+    """The text of an inline token: link text kept, emphasis and code marks dropped, line breaks as spaces."""
+    return "".join(c.content if c.type in ("text", "code_inline") else " " if c.type in ("softbreak", "hardbreak") else ""
+                   for c in children)
