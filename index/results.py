@@ -23,6 +23,7 @@ class Why(BaseModel):
     type_prior: float = 1.0
     matched_terms: list[str] = Field(default_factory=list)
     sentence: str | None = Field(None, description="The page's sentence whose vector ranked the chunk, when one did")
+    fix_of: str | None = Field(None, description="The leading pattern page that names this page as a fix, when it lifted it")
 
 
 class Hit(BaseModel):

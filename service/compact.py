@@ -42,6 +42,7 @@ class CompactHit(BaseModel):
     score: float
     snippet: str
     matched: str | None = Field(None, description="The page's sentence that matched the query, when one did")
+    fix_of: str | None = Field(None, description="The leading pattern page that names this page as a fix")
     sources: list[Source] = Field(default_factory=list)
 
 
@@ -102,7 +103,7 @@ def compact_search(resp: SearchResponse) -> CompactSearch:
         query=resp.query, filters=resp.filters,
         signals=[str(s.get("signal")) for s in resp.signals if s.get("signal")],
         hits=[CompactHit(id=h.id, title=h.title, type=h.type, corpus=h.corpus, confidence=h.confidence,
-                         score=h.score, snippet=h.snippet[:SNIPPET_CHARS], matched=h.why.sentence,
+                         score=h.score, snippet=h.snippet[:SNIPPET_CHARS], matched=h.why.sentence, fix_of=h.why.fix_of,
                          sources=_sources(h.sources, MAX_HIT_SOURCES))
               for h in resp.hits],
     )

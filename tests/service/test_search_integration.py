@@ -99,3 +99,17 @@ def test_porting_question_lifts_migration_pages(searcher):
     assert migration and all(h.why.type_prior == MIGRATION_PRIOR for h in migration)
     plain = searcher.search("ping-pong consumer warpgroups", k=10)  # no porting words: no lift
     assert all(h.why.type_prior == 1.0 for h in plain.hits if h.type == "migration")
+
+
+def test_leading_pattern_brings_its_fixes_below_it(searcher):
+    from kwiki.index.search import SearchOptions
+
+    resp = searcher.search("histogram where every thread updates the same few counters in global memory", k=10)
+    lead = resp.hits[0]
+    assert lead.type == "pattern" and not resp.signals
+    fixes = [h for h in resp.hits if h.why.fix_of]
+    assert fixes, "the pattern's candidate techniques were not lifted"
+    named = set(searcher.pages[lead.id].candidate_techniques)
+    assert all(h.why.fix_of == lead.id and h.page_id in named and h.score < lead.score for h in fixes)
+    plain = searcher.search(resp.query, k=10, options=SearchOptions(fixes=False))
+    assert not any(h.why.fix_of for h in plain.hits)
