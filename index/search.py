@@ -303,10 +303,8 @@ class Searcher:
             sentence = None
             if qvec is not None and row is not None and options.sentences:
                 sentence = self.vindex.best_sentence(row, qvec)  # which sentence, if any, carried the chunk
-            hit = self._hit(page, score, row, plan, bm25_rank, vec_rank, priors.get(key, 1.0), [sig[1]] if sig else [],
-                            sentence)
-            hit.why.fix_of = fix_of.get(key)
-            hits.append(hit)
+            hits.append(self._hit(page, score, row, plan, bm25_rank, vec_rank, priors.get(key, 1.0),
+                                  [sig[1]] if sig else [], sentence, fix_of.get(key)))
         took = (time.perf_counter() - started) * 1000
         return SearchResponse(
             query=text, k=int(k),
@@ -375,7 +373,7 @@ class Searcher:
         return out
 
     def _hit(self, page: Page, score: float, row: int | None, plan: QueryPlan, bm25_rank: dict, vec_rank: dict,
-             prior: float, signals: list[str], sentence: str | None = None) -> Hit:
+             prior: float, signals: list[str], sentence: str | None = None, fix_of: str | None = None) -> Hit:
         crow = self.chunk_rows[row] if row is not None else {"text": page.title, "heading_path": [], "line_start": 1, "line_end": 1}
         return Hit(
             id=page.key, page_id=page.id, title=page.title, type=page.type, corpus=page.corpus, path=page.path,
@@ -385,7 +383,7 @@ class Searcher:
             sources=self.resolve(page.sources, page.corpus),
             why=Why(bm25_rank=bm25_rank.get(row), vector_rank=vec_rank.get(row), aliases=plan.aliases,
                     signals=signals, type_prior=prior, matched_terms=matched_terms(crow["text"], plan.prose),
-                    sentence=sentence),
+                    sentence=sentence, fix_of=fix_of),
         )
 
     # ---------------------------------------------------------------- pages
