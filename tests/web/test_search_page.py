@@ -50,6 +50,19 @@ def _shot(pg, name: str) -> None:
     pg.screenshot(path=str(SHOTS / name), full_page=True)
 
 
+def test_fixes_name_the_pattern_that_lifted_them(page, server, http):
+    q = "histogram where every thread updates the same few counters in global memory"
+    page.goto(server.url + "/")
+    page.fill("#q", q)
+    page.click("#search-button")
+    page.wait_for_selector("li.hit")
+    api = http.get("/search", params={"q": q, "k": 10}).json()
+    fixes = [(i, h["why"]["fix_of"]) for i, h in enumerate(api["hits"]) if h["why"]["fix_of"]]
+    assert fixes and page.locator(".fix-of").count() == len(fixes)  # "a fix named by <pattern>", as the API says
+    for i, pattern in fixes:
+        assert page.locator("li.hit").nth(i).locator(".fix-of a").inner_text() == pattern
+
+
 def test_query_shows_tail_effect_first_and_opens_it(page, server, http):
     page.goto(server.url + "/")
     page.fill("#q", TAIL_Q)
