@@ -11,12 +11,15 @@ import json
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import typer
 
+if TYPE_CHECKING:
+    from kwiki.settings import Settings
 
-def settings(index_dir: Path | None = None, **overrides: Any):
+
+def settings(index_dir: Path | None = None, **overrides: Any) -> Settings:
     """The one Settings object, with command-line overrides (None = not given)."""
     from kwiki.settings import Settings
 
