@@ -13,7 +13,7 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 import numpy as np
 
@@ -264,20 +264,8 @@ class Searcher:
         best_chunk: dict[str, int] = {}
         for row, _ in sorted(fused.items(), key=lambda x: -x[1]):
             best_chunk.setdefault(self.chunk_page[row], row)
-        priors = {}
-        wants_pr = bool(_PR_INTENT.search(text))
-        wants_migration = bool(_MIGRATION_INTENT.search(text))
-        named = self._named_repos(text) if options.type_prior else set()
-        for key in page_scores:
-            ptype = self.pages[key].type
-            prior = TYPE_PRIOR.get(ptype, DEFAULT_PRIOR) if options.type_prior else 1.0
-            if options.type_prior and wants_pr and ptype == "source-pr":
-                prior = PR_INTENT_PRIOR  # "the cutlass PR that added ...": the user is looking for a PR
-            elif named and self.page_repo.get(key) in named:
-                prior = REPO_PRIOR
-            elif options.type_prior and wants_migration and ptype == "migration":
-                prior = MIGRATION_PRIOR
-            priors[key] = prior
+        priors = self._priors(page_scores, text) if options.type_prior else dict.fromkeys(page_scores, 1.0)
+        for key, prior in priors.items():
             page_scores[key] *= prior
         signal_pages = self._signal_pages(signals, f) if signals else {}
         if signal_pages:
@@ -292,7 +280,7 @@ class Searcher:
         fix_of = self._lift_fixes(page_scores, mask) if options.fixes and not signals else {}
         for key in fix_of:
             priors.setdefault(key, 1.0)
-        ranked = sorted(page_scores.items(), key=lambda x: (-x[1], self.pages[x[0]].path))[: int(k)]
+        ranked = sorted(page_scores.items(), key=self._rank_order)[: int(k)]
         hits = []
         for key, score in ranked:
             page = self.pages[key]
@@ -313,6 +301,29 @@ class Searcher:
             index={"build_id": self.manifest.build_id, "corpus_hash": self.manifest.corpus_hash[:12]},
         )
 
+    def _rank_order(self, item: tuple[str, float]) -> tuple[float, str]:
+        """Sort key of (page key, score): best first, ties by path."""
+        return -item[1], self.pages[item[0]].path
+
+    def _priors(self, keys: Iterable[str], text: str) -> dict[str, float]:
+        """The type prior of each page, replaced by an intent prior when the query asks for PRs ("the cutlass PR
+        that added ..."), names a project whose PR pages the index holds, or is about porting code."""
+        wants_pr = bool(_PR_INTENT.search(text))
+        wants_migration = bool(_MIGRATION_INTENT.search(text))
+        named = self._named_repos(text)
+        out = {}
+        for key in keys:
+            ptype = self.pages[key].type
+            if wants_pr and ptype == "source-pr":
+                out[key] = PR_INTENT_PRIOR
+            elif named and self.page_repo.get(key) in named:
+                out[key] = REPO_PRIOR
+            elif wants_migration and ptype == "migration":
+                out[key] = MIGRATION_PRIOR
+            else:
+                out[key] = TYPE_PRIOR.get(ptype, DEFAULT_PRIOR)
+        return out
+
     def _lift_fixes(self, page_scores: dict[str, float], mask: tuple[np.ndarray, np.ndarray] | None) -> dict[str, str]:
         """Add ``FIX_SHARE`` x the leading page's score to the techniques it names, when it is a pattern page;
         a fix stays below the pattern.
@@ -321,7 +332,7 @@ class Searcher:
         """
         if not page_scores:
             return {}
-        lead, lead_score = min(page_scores.items(), key=lambda x: (-x[1], self.pages[x[0]].path))
+        lead, lead_score = min(page_scores.items(), key=self._rank_order)
         pattern = self.pages[lead]
         lifted = {}
         for tid in pattern.candidate_techniques if pattern.type == "pattern" else []:

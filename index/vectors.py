@@ -182,8 +182,7 @@ def write_table(folder: Path, rows: list[dict], vectors: np.ndarray) -> None:
 
     db = lancedb.connect(str(folder))
     columns = {key: [r[key] for r in rows] for key in rows[0]} if rows else {"chunk_id": [], "page_key": []}
-    flat = pa.array(vectors.reshape(-1).astype(np.float32), type=pa.float32())
-    columns["vector"] = pa.FixedSizeListArray.from_arrays(flat, DIM)
+    columns["vector"] = _vector_column(vectors)
     db.create_table(TABLE, data=pa.table(columns), mode="overwrite")
 
 
@@ -193,8 +192,7 @@ def load_matrix(folder: Path) -> tuple[list[str], np.ndarray]:
 
     table = lancedb.connect(str(folder)).open_table(TABLE).to_arrow()
     ids = table.column("chunk_id").to_pylist()
-    vecs = table.column("vector").combine_chunks().flatten().to_numpy().reshape(-1, DIM).astype(np.float32)
-    return ids, np.ascontiguousarray(vecs)
+    return ids, _matrix(table)
 
 
 def write_sentences(folder: Path, chunk_rows: list[int], texts: list[str], vectors: np.ndarray) -> None:
@@ -202,11 +200,10 @@ def write_sentences(folder: Path, chunk_rows: list[int], texts: list[str], vecto
     import lancedb
     import pyarrow as pa
 
-    flat = pa.array(vectors.reshape(-1).astype(np.float32), type=pa.float32())
     table = pa.table({
         "chunk_row": pa.array(chunk_rows, type=pa.int32()),
         "text": pa.array(texts, type=pa.string()),
-        "vector": pa.FixedSizeListArray.from_arrays(flat, DIM),
+        "vector": _vector_column(vectors),
     })
     lancedb.connect(str(folder)).create_table(SENTENCES, data=table, mode="overwrite")
 
@@ -217,8 +214,21 @@ def load_sentences(folder: Path) -> tuple[np.ndarray, list[str], np.ndarray]:
 
     table = lancedb.connect(str(folder)).open_table(SENTENCES).to_arrow()
     rows = table.column("chunk_row").to_numpy().astype(np.int64)
-    vecs = table.column("vector").combine_chunks().flatten().to_numpy().reshape(-1, DIM).astype(np.float32)
-    return rows, table.column("text").to_pylist(), np.ascontiguousarray(vecs)
+    return rows, table.column("text").to_pylist(), _matrix(table)
+
+
+def _vector_column(vectors: np.ndarray):  # -> pyarrow.FixedSizeListArray
+    """An (n, DIM) float matrix as lancedb's fixed-size-list vector column."""
+    import pyarrow as pa
+
+    flat = pa.array(vectors.reshape(-1).astype(np.float32), type=pa.float32())
+    return pa.FixedSizeListArray.from_arrays(flat, DIM)
+
+
+def _matrix(table) -> np.ndarray:  # table: pyarrow.Table with a "vector" column
+    """The "vector" column of a lancedb table as a contiguous (n, DIM) float32 matrix."""
+    vecs = table.column("vector").combine_chunks().flatten().to_numpy().reshape(-1, DIM)
+    return np.ascontiguousarray(vecs, dtype=np.float32)
 
 
 @functools.cache

@@ -204,6 +204,8 @@ def _part(heading: list[str], blocks: list[Block], line_offset: int) -> Part:
 #: Page types whose sentences get their own vectors: the curated wiki, not sources or PR summaries.
 SENTENCE_TYPES = frozenset({"pattern", "technique", "hardware", "kernel", "language", "migration", "ncu"})
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'`(*_\[])")
+
+
 def sentences(text: str, min_words: int = 5) -> list[str]:
     """The sentences of a chunk's paragraphs and list items, markup removed (code, tables and headings skipped).
 
