@@ -103,12 +103,17 @@ def test_sigkill_at_any_point_keeps_the_previous_index_and_a_later_build_works(t
         for cache in (index_dir / "cache").glob("*"):
             cache.unlink()
         proc = _start_ingest(corpus, index_dir)
-        if _kill_when(proc, ready):
+        was_killed = _kill_when(proc, ready)
+        if not was_killed:
+            assert proc.returncode == 0, proc.stderr.read()[-2000:]
+        serving = current_build(index_dir).name
+        if serving == previous_id:
+            assert was_killed, "a build that exited cleanly must have switched to its own folder"
             killed.append(label)
         else:
-            # It finished before the kill point: then its build is the one serving, and that is fine too.
-            assert proc.returncode == 0, proc.stderr.read()[-2000:]
-            previous_id = current_build(index_dir).name
+            # It finished, or the kill landed between the switch and the exit: its complete build serves, fine too.
+            assert not serving.endswith(".partial") and (current_build(index_dir) / "manifest.json").is_file()
+            previous_id = serving
         _assert_serves(index_dir, previous_id, embedder)
     assert len(killed) >= 3, f"too few kills landed inside a build: {killed}"
     # The lock died with the killed process; the next build cleans the leftovers and switches.
