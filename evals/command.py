@@ -16,7 +16,7 @@ from kwiki.errors import BadRequest
 
 from .questions import load_suite
 from .report import git_revision, update_readme, write_run
-from .runner import METHODS, SHIPPED, evaluate, top3_rate
+from .runner import METHODS, SHIPPED, evaluate, margin, top3_rate
 
 EVALS_DIR = Path(__file__).resolve().parent
 REPO = EVALS_DIR.parent
@@ -63,6 +63,8 @@ def run_eval(suites: list[str], methods: list[str], index_base: Path, *, threads
             test = [q for q in questions if q.split == "test"]
             res["top3_symptom_ncu_test"] = top3_rate(test, res["runs"][SHIPPED], ("symptom", "ncu-signal"))
             res["top3_symptom_ncu_all"] = top3_rate(questions, res["runs"][SHIPPED], ("symptom", "ncu-signal"))
+            res["margins_test"] = {base: margin(test, res["per_question"], SHIPPED, base)
+                                   for base in ("keyword-baseline", "bm25") if base in methods}
             res["failures"] = [
                 {"id": q.id, "category": q.category, "query": q.query, "got": res["runs"][SHIPPED].get(q.id, [])[:3],
                  "wanted": [d for d, r in q.relevant.items() if r == 2]}

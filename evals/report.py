@@ -34,6 +34,13 @@ def table(results: dict[str, Any], group: str) -> str:
     return head + "\n".join(rows) + "\n"
 
 
+def margin_table(margins: dict[str, dict[str, float]]) -> str:
+    """The shipped method's paired nDCG@10 margin over each baseline, with its 95% bootstrap interval."""
+    rows = [f"| {SHIPPED} - {base} | {m['mean']:+.3f} | {m['low']:+.3f} .. {m['high']:+.3f} | {m['n']} |"
+            for base, m in margins.items()]
+    return "| nDCG@10 margin (test) | mean | 95% interval (paired bootstrap) | n |\n|---|---:|---:|---:|\n" + "\n".join(rows) + "\n"
+
+
 def category_table(results: dict[str, Any], measure: str = "nDCG@10") -> str:
     methods = list(results["overall"])
     cats = sorted({g for m in methods for g in results["overall"][m] if g.startswith("category:")})
@@ -52,6 +59,8 @@ def markdown(suites: dict[str, dict[str, Any]], stamp: dict[str, Any]) -> str:
                    f"top-3 rate on symptom+NCU questions (shipped, test split): {res.get('top3_symptom_ncu_test', 'n/a')}\n")
         for group, title in (("test", "Test split (reporting only)"), ("dev", "Dev split"), ("all", "All questions")):
             out.append(f"\n### {title}\n\n" + table(res, group))
+            if group == "test" and res.get("margins_test"):
+                out.append("\n" + margin_table(res["margins_test"]))
         out.append("\n### Per category (all questions)\n\n" + category_table(res))
         fails = res.get("failures", [])
         if fails:

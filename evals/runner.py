@@ -12,6 +12,7 @@ from collections import defaultdict
 from typing import Any, Callable
 
 import ir_measures
+import numpy as np
 
 from kwiki.index.search import SearchOptions, Searcher
 
@@ -109,3 +110,22 @@ def top3_rate(questions: list[Question], run_top: dict[str, list[str]], categori
         return 0.0
     ok = sum(1 for q in qs if set(run_top.get(q.id, [])[:3]) & set(q.relevant))
     return round(ok / len(qs), 4)
+
+
+def margin(questions: list[Question], per_question: dict[str, dict[str, dict[str, float]]], method: str, baseline: str,
+           measure: str = "nDCG@10", resamples: int = 2000, seed: int = 0) -> dict[str, float]:
+    """Mean paired difference ``method - baseline`` over ``questions``, with a 95% bootstrap interval.
+
+    The questions are resampled with replacement (seeded, so a report is reproducible): on 85 questions a
+    difference of 0.01 is well inside the noise, and the interval says so.
+
+        >>> margin(test, result["per_question"], "hybrid", "keyword-baseline")    # doctest: +SKIP
+        {'mean': 0.337, 'low': 0.27, 'high': 0.40, 'n': 85}
+    """
+    diffs = np.array([per_question[method][q.id][measure] - per_question[baseline][q.id][measure] for q in questions])
+    if diffs.size == 0:
+        return {"mean": 0.0, "low": 0.0, "high": 0.0, "n": 0}
+    rng = np.random.default_rng(seed)
+    means = diffs[rng.integers(0, diffs.size, size=(resamples, diffs.size))].mean(axis=1)
+    low, high = np.percentile(means, [2.5, 97.5])
+    return {"mean": round(float(diffs.mean()), 4), "low": round(float(low), 4), "high": round(float(high), 4), "n": int(diffs.size)}
