@@ -254,9 +254,9 @@ class VectorIndex:
         self.sentences = sentences if sentences is not None else np.zeros((0, DIM), dtype=np.float32)
         self.sentence_rows = sentence_rows if sentence_rows is not None else np.zeros(0, dtype=np.int64)
         self.sentence_texts = sentence_texts or []
-        self._row_sentences: dict[int, list[int]] = {}
-        for i, row in enumerate(self.sentence_rows.tolist()):
-            self._row_sentences.setdefault(row, []).append(i)
+        # the sentences of chunk r are _by_row[lo:hi] where (lo, hi) = searchsorted(_sorted_rows, (r, r + 1))
+        self._by_row = np.argsort(self.sentence_rows, kind="stable")
+        self._sorted_rows = self.sentence_rows[self._by_row]
         _one_blas_thread()
 
     def search(self, query: np.ndarray, limit: int, mask: np.ndarray | None = None,
@@ -276,8 +276,9 @@ class VectorIndex:
 
     def best_sentence(self, row: int, query: np.ndarray) -> str | None:
         """The sentence that stood in for chunk ``row`` in :meth:`search`, or None when the chunk's own vector won."""
-        ids = self._row_sentences.get(row)
-        if not ids or not self.sentence_texts:
+        lo, hi = np.searchsorted(self._sorted_rows, (row, row + 1))
+        ids = self._by_row[lo:hi]
+        if not len(ids) or not self.sentence_texts:
             return None
         query = query.astype(np.float32)
         scores = self.sentences[ids] @ query - SENTENCE_MARGIN
