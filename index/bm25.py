@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import tantivy
+from rapidfuzz.distance import OSA
 
 from kwiki.ingest.models import Chunk, Page
 
@@ -96,6 +97,29 @@ class BM25Index:
         register(self.index)
         self.schema = self.index.schema
         self.searcher = self.index.searcher()
+        self._corrections: dict[str, str | None] = {}
+
+    def correct(self, term: str) -> str | None:
+        """The indexed word that a misspelt query word most likely meant, or None.
+
+        Only a word of 5+ letters that no field has ever seen is corrected: to the most frequent indexed word
+        within one edit (two from 8 letters on; a swap of neighbours is one edit) that starts with the same two
+        letters. Words are compared as the analyzer stems them::
+
+            >>> index.correct("schedulr"), index.correct("histogarm"), index.correct("schedul")   # doctest: +SKIP
+            ('schedul', 'histogram', None)
+        """
+        if term not in self._corrections:
+            fixed = None
+            if len(term) >= 5 and term.isalpha() and not any(self.searcher.doc_freq(f, term) for f in FIELD_BOOSTS):
+                limit = 1 if len(term) < 8 else 2
+                best = min(((OSA.distance(term, t), -n, t) for t, n in self.searcher.terms_with_prefix("body", term[:2])
+                            if abs(len(t) - len(term)) <= limit), default=None)
+                fixed = best[2] if best and best[0] <= limit else None
+            if len(self._corrections) > 10_000:
+                self._corrections.clear()
+            self._corrections[term] = fixed
+        return self._corrections[term]
 
     def build_query(self, q: BM25Query) -> tantivy.Query | None:
         should: list[tuple[tantivy.Occur, tantivy.Query]] = []

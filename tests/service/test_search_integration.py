@@ -113,3 +113,16 @@ def test_leading_pattern_brings_its_fixes_below_it(searcher):
     assert all(h.why.fix_of == lead.id and h.page_id in named and h.score < lead.score for h in fixes)
     plain = searcher.search(resp.query, k=10, options=SearchOptions(fixes=False))
     assert not any(h.why.fix_of for h in plain.hits)
+
+
+def test_a_misspelt_word_searches_the_word_it_meant(searcher):
+    from kwiki.index.search import SearchOptions
+
+    assert searcher.bm25.correct("histogarm") == "histogram"  # a swap of neighbours is one edit
+    assert searcher.bm25.correct("schedulr") == "schedul"  # stemmed forms: "schedulrs" -> "schedulers"
+    assert searcher.bm25.correct("histogram") is None and searcher.bm25.correct("qqqqqqq") is None
+    fixed = searcher.search("histogarm", k=5)
+    assert any(h.why.bm25_rank for h in fixed.hits), "the corrected word found nothing"
+    assert {"pattern-atomic-contention", "technique-atomic-privatization"} & set(ids(fixed)[:3])
+    raw = searcher.search("histogarm", k=5, options=SearchOptions(typos=False))
+    assert not any(h.why.bm25_rank for h in raw.hits)  # the word as typed is in no page
