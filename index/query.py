@@ -22,6 +22,10 @@ _NORM = re.compile(r"[^a-z0-9]+")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 MAX_PHRASE = 6
 EXPANSION_WEIGHT = 0.25  # alias expansions count a quarter of the words typed (tuned on dev)
+#: A query of this many words or more is also embedded clause by clause (``clauses``).
+LONG_QUERY_WORDS = 12
+_CLAUSE_BREAK = re.compile(r"[,;:.?!]\s+|\s+(?:and|but|while|yet|although|even though)\s+", re.I)
+_LEADING_JOIN = re.compile(r"^(?:and|but|while|yet|although|even though)\s+", re.I)
 
 
 def norm_phrase(text: str) -> str:
@@ -100,6 +104,22 @@ class QueryPlan:
     aliases: list[str]  # canonical terms of matched alias groups
     bm25: BM25Query
     filters: Filters
+
+
+def clauses(text: str, min_words: int = 3) -> list[str]:
+    """The clauses of a long query (``LONG_QUERY_WORDS`` or more), each one clue the developer gives;
+    [] for a short query or a single clause. Fragments under ``min_words`` words are dropped.
+
+    >>> clauses("DRAM at 35% of peak, SM busy 20%, and most stall samples land on the instruction after each LDG")
+    ['DRAM at 35% of peak', 'SM busy 20%', 'most stall samples land on the instruction after each LDG']
+    >>> clauses("tcgen05 ld latency tmem")
+    []
+    """
+    if len(text.split()) < LONG_QUERY_WORDS:
+        return []
+    parts = [_LEADING_JOIN.sub("", p.strip(" ,;:.?!")) for p in _CLAUSE_BREAK.split(text)]
+    parts = [p for p in parts if len(p.split()) >= min_words]
+    return parts if len(parts) >= 2 else []
 
 
 def clean_query(text: str | None, max_chars: int) -> str:

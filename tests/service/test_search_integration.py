@@ -126,3 +126,17 @@ def test_a_misspelt_word_searches_the_word_it_meant(searcher):
     assert {"pattern-atomic-contention", "technique-atomic-privatization"} & set(ids(fixed)[:3])
     raw = searcher.search("histogarm", k=5, options=SearchOptions(typos=False))
     assert not any(h.why.bm25_rank for h in raw.hits)  # the word as typed is in no page
+
+
+def test_a_long_query_is_also_matched_clause_by_clause(searcher):
+    from kwiki.index.search import SearchOptions
+
+    q = ("the kernel finishes its main loop quickly, but then the accumulators are converted, staged through shared "
+         "memory and written out, and that part takes longer than the math")
+    with_clauses = ids(searcher.search(q, k=10))
+    whole_only = ids(searcher.search(q, k=10, options=SearchOptions(clauses=False)))
+    # one blurred vector for 30 words misses the epilogue; its clauses each land near what the page says
+    assert "pattern-epilogue-bound-gemm" in with_clauses[:3]
+    assert "pattern-epilogue-bound-gemm" not in whole_only[:3]
+    short = "accumulators staged through shared memory"
+    assert ids(searcher.search(short, k=10)) == ids(searcher.search(short, k=10, options=SearchOptions(clauses=False)))

@@ -3,7 +3,7 @@ import pytest
 from kwiki.errors import BadRequest, QueryTooLong
 from kwiki.index.analysis import ident_tokens, prose_tokens
 from kwiki.index.bm25 import query_tokens
-from kwiki.index.query import AliasTable, Filters, clean_query, plan_query
+from kwiki.index.query import LONG_QUERY_WORDS, AliasTable, Filters, clauses, clean_query, plan_query
 
 
 @pytest.mark.parametrize(
@@ -43,3 +43,19 @@ def test_aliases_expand_both_ways_with_phrases():
     plan = plan_query("B200 limits", table, Filters())
     assert ("sm100", 0.25) in plan.bm25.terms or "sm100" in [t for t, _ in plan.bm25.idents]
     assert table.canonical_of("B200", {"sm100", "sm90"}) == "sm100"
+
+
+def test_a_long_query_splits_into_its_clues():
+    q = ("bf16 GEMM at K=256 gets a fraction of the throughput it gets at K=8192, and most samples sit after "
+         "the K loop; the tensor pipe is idle during the stores")
+    assert clauses(q) == ["bf16 GEMM at K=256 gets a fraction of the throughput it gets at K=8192",
+                          "most samples sit after the K loop", "the tensor pipe is idle during the stores"]
+
+
+def test_short_queries_and_single_clauses_are_not_split():
+    assert clauses("only 8 of 132 SMs busy at the end") == []
+    assert len("a b c d e f g h i j k l".split()) == LONG_QUERY_WORDS
+    assert clauses("my kernel spends most of its time waiting on global loads from a very large table") == []
+    assert clauses("a b c d, e f g h, i j k l") == ["a b c d", "e f g h", "i j k l"]
+    assert clauses("one two three four five six seven, x, and eight nine ten") == [
+        "one two three four five six seven", "eight nine ten"]  # a one-word fragment is no clue

@@ -50,3 +50,15 @@ def test_model_sees_prose_not_file_lists_or_checkboxes():
     seen = embed_text("Fuse epilogue", ["Changed Files"], text)
     assert seen == "Fuse epilogue. Changed Files\nFuses the epilogue.\nSee `a/b.cu` for the loop."
     assert embed_text("T", [], "body") == "T\nbody"
+
+
+def test_several_query_vectors_score_the_mean():
+    from kwiki.index.vectors import VectorIndex
+
+    eye = np.eye(DIM, dtype=np.float32)
+    index = VectorIndex(eye[:3])  # chunk i is the unit vector e_i
+    plain = dict(index.search(eye[0], 3))
+    assert plain[0] == pytest.approx(1.0) and plain[1] == pytest.approx(0.0)
+    clauses = dict(index.search(np.stack([eye[1], eye[1], eye[2]]), 3))  # two of three clauses say what chunk 1 says
+    assert clauses[1] == pytest.approx(2 / 3) and clauses[2] == pytest.approx(1 / 3) and clauses[0] == pytest.approx(0.0)
+    assert dict(index.search(eye[:1], 3)) == plain  # one row is the single-vector case
