@@ -268,7 +268,8 @@ class Searcher:
             vecs = self._embedder().encode(parts or [text])
             qvec = vecs.mean(axis=0)
             qvec /= max(float(np.linalg.norm(qvec)), 1e-12)  # stands for the query in ``best_sentence``
-            vec_hits = self.vindex.search(vecs, CANDIDATES, mask[1] if mask else None, sentences=options.sentences)
+            vec_hits = self.vindex.search(vecs, CANDIDATES, mask[1] if mask else None, sentences=options.sentences,
+                                          pages=self.page_index)
         bm25_rank = {row: i for i, (row, _) in enumerate(bm25_hits, 1)}
         vec_rank = {row: i for i, (row, _) in enumerate(vec_hits, 1)}
         fused = convex([bm25_hits, vec_hits], WEIGHTS)

@@ -62,3 +62,19 @@ def test_several_query_vectors_score_the_mean():
     clauses = dict(index.search(np.stack([eye[1], eye[1], eye[2]]), 3))  # two of three clauses say what chunk 1 says
     assert clauses[1] == pytest.approx(2 / 3) and clauses[2] == pytest.approx(1 / 3) and clauses[0] == pytest.approx(0.0)
     assert dict(index.search(eye[:1], 3)) == plain  # one row is the single-vector case
+
+
+def test_a_page_whose_sections_cover_every_clause_ranks_up():
+    from kwiki.index.vectors import PAGE_SHARE, VectorIndex
+
+    eye = np.eye(DIM, dtype=np.float32)
+    # page 0: chunk 0 says clue A, chunk 1 says clue B; page 1: chunk 2 says both half-way
+    both = (eye[0] + eye[1]) / np.sqrt(2)
+    index = VectorIndex(np.stack([eye[0], eye[1], both]))
+    clauses, pages = np.stack([eye[0], eye[1]]), np.array([0, 0, 1])
+    alone = dict(index.search(clauses, 3))
+    assert alone[2] > alone[0] == alone[1]  # chunk by chunk, the page that says both at once wins
+    blended = dict(index.search(clauses, 3, pages=pages))
+    assert blended[0] == pytest.approx((1 - PAGE_SHARE) * 0.5 + PAGE_SHARE * 1.0)
+    assert blended[0] > blended[2] == pytest.approx(alone[2])
+    assert dict(index.search(eye[0], 3, pages=pages)) == dict(index.search(eye[0], 3))  # one vector: no blending
