@@ -25,8 +25,8 @@ DEPTH = 20
 #: Method name -> search options (None: the keyword baseline). "hybrid" is what kwiki ships.
 METHODS: dict[str, SearchOptions | None] = {
     "keyword-baseline": None,
-    "bm25": SearchOptions(vector=False, aliases=False, type_prior=False, ncu_routing=False, fixes=False, typos=False, clauses=False),
-    "vector": SearchOptions(bm25=False, aliases=False, type_prior=False, ncu_routing=False, fixes=False, typos=False, clauses=False),
+    "bm25": SearchOptions(vector=False, aliases=False, type_prior=False, ncu_routing=False, links=False, typos=False, clauses=False),
+    "vector": SearchOptions(bm25=False, aliases=False, type_prior=False, ncu_routing=False, links=False, typos=False, clauses=False),
     "hybrid": SearchOptions(),
     "hybrid-no-vector": SearchOptions(vector=False),
     "hybrid-no-bm25": SearchOptions(bm25=False),
@@ -34,7 +34,7 @@ METHODS: dict[str, SearchOptions | None] = {
     "hybrid-no-type-prior": SearchOptions(type_prior=False),
     "hybrid-no-ncu-routing": SearchOptions(ncu_routing=False),
     "hybrid-no-sentences": SearchOptions(sentences=False),
-    "hybrid-no-fixes": SearchOptions(fixes=False),
+    "hybrid-no-links": SearchOptions(links=False),
     "hybrid-no-typos": SearchOptions(typos=False),
     "hybrid-no-clauses": SearchOptions(clauses=False),
 }

@@ -57,11 +57,17 @@ SYMPTOM_ROUTE = 0.8  # pattern pages reached by symptom only (KernelWiki: no met
 #: fusion (k=60, equal weights): dev nDCG@10 0.824 -> 0.859 (corpus), 0.807 -> 0.833 (kernelwiki).
 WEIGHTS = (0.45, 0.55)
 ROLLUP_EXTRA = 0.1  # page = best chunk + 0.1 x the next two
-#: The pattern page that leads a ranking brings the techniques it names as fixes (``candidate_techniques``)
-#: up with it: + FIX_SHARE x its score, capped just below its own. Not when NCU signals were routed: routing
-#: lifts its own pages. Dev nDCG@10 0.869 -> 0.883 (corpus; symptom questions 0.77 -> 0.82), 0.839 -> 0.835
-#: (kernelwiki, whose labels rarely count a technique as useful for a symptom).
+#: The page that leads a ranking brings up the pages it links, capped just below its own score: a pattern
+#: page the techniques it names as fixes (``candidate_techniques``, + FIX_SHARE x its score), any page its
+#: ``related`` pages (x 1 + RELATED_LIFT). Not when an NCU signal was routed: routing lifts its own pages (with
+#: the related lift on there too, dev 0.882 -> 0.881).
+#: Dev nDCG@10: fixes 0.869 -> 0.883 (corpus; symptom questions 0.77 -> 0.82), 0.839 -> 0.835 (kernelwiki,
+#: whose labels rarely count a technique as useful for a symptom); related pages x 1.2 (x 1.35 / x 1.5 and
+#: + 0.1 / 0.2 / 0.3 x the lead's score tried, on the 250-question dev split) 0.876 -> 0.881 corpus, 0.851 -> 0.853
+#: kernelwiki. Multiplying keeps a related page the query does not touch out of the top ten: an added share of
+#: the lead's score (0.882 / 0.854) pushed four related pages above the migration pages of a porting question.
 FIX_SHARE = 0.4
+RELATED_LIFT = 0.2
 #: Weight of a corrected word against the word typed (0.5 and 1.0 tied on dev: 0.8623 -> 0.864).
 TYPO_WEIGHT = 0.5
 _PAGE_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,200}$")
@@ -77,7 +83,7 @@ class SearchOptions:
     type_prior: bool = True
     ncu_routing: bool = True
     sentences: bool = True  # sentence vectors of the curated pages
-    fixes: bool = True  # a leading pattern page lifts its candidate techniques
+    links: bool = True  # the leading page lifts the pages it links: a pattern's fixes, any page's related pages
     typos: bool = True  # a query word the index never saw also searches the indexed word one edit away
     clauses: bool = True  # a long query is embedded clause by clause
 
@@ -290,8 +296,8 @@ class Searcher:
                 floor = SIGNAL_FLOOR if self.pages[key].ncu_signals else SIGNAL_FLOOR_NO_NCU
                 page_scores[key] = max(boosted, floor * top * weight)
                 priors.setdefault(key, 1.0)
-        fix_of = self._lift_fixes(page_scores, mask) if options.fixes and not signals else {}
-        for key in fix_of:
+        lifted = self._lift_links(page_scores, mask) if options.links and not signals else {}
+        for key in lifted:
             priors.setdefault(key, 1.0)
         ranked = sorted(page_scores.items(), key=self._rank_order)[: int(k)]
         hits = []
@@ -305,7 +311,7 @@ class Searcher:
             if qvec is not None and row is not None and options.sentences:
                 sentence = self.vindex.best_sentence(row, qvec)  # which sentence, if any, carried the chunk
             hits.append(self._hit(page, score, row, plan, bm25_rank, vec_rank, priors.get(key, 1.0),
-                                  [sig[1]] if sig else [], sentence, fix_of.get(key)))
+                                  [sig[1]] if sig else [], sentence, lifted.get(key)))
         took = (time.perf_counter() - started) * 1000
         return SearchResponse(
             query=text, k=int(k),
@@ -347,24 +353,31 @@ class Searcher:
                 out[key] = TYPE_PRIOR.get(ptype, DEFAULT_PRIOR)
         return out
 
-    def _lift_fixes(self, page_scores: dict[str, float], mask: tuple[np.ndarray, np.ndarray] | None) -> dict[str, str]:
-        """Add ``FIX_SHARE`` x the leading page's score to the techniques it names, when it is a pattern page;
-        a fix stays below the pattern.
+    def _lift_links(self, page_scores: dict[str, float],
+                    mask: tuple[np.ndarray, np.ndarray] | None) -> dict[str, tuple[str, str]]:
+        """The leading page brings up the pages it points to, each kept below it: the techniques a pattern page
+        names as fixes (``candidate_techniques``) gain ``FIX_SHARE`` x the lead's score, its ``related`` pages
+        ``RELATED_LIFT`` x their own (a related page the query does not touch stays where it is).
 
-        Returns {technique page key: the pattern's key}, for ``why.fix_of``.
+        Returns {lifted page key: ("fix" or "related", the lead's key)}, for ``why.fix_of`` / ``why.related_to``.
         """
         if not page_scores:
             return {}
         lead, lead_score = min(page_scores.items(), key=self._rank_order)
-        pattern = self.pages[lead]
-        lifted = {}
-        for tid in pattern.candidate_techniques if pattern.type == "pattern" else []:
-            fix = self.find_page(tid, pattern.corpus)
-            if fix is None or fix.key == lead or (mask is not None and not mask[0][self.page_pos[fix.key]]):
+        page = self.pages[lead]
+        links = [(t, "fix") for t in page.candidate_techniques if page.type == "pattern"]
+        links += [(r, "related") for r in page.related]
+        lifted: dict[str, tuple[str, str]] = {}
+        for target, kind in links:
+            other = self.find_page(target, page.corpus)
+            if other is None or other.key == lead or other.key in lifted or (
+                    mask is not None and not mask[0][self.page_pos[other.key]]):
                 continue
-            # a fix ranks below the diagnosis that names it, never above
-            page_scores[fix.key] = min(page_scores.get(fix.key, 0.0) + FIX_SHARE * lead_score, 0.999 * lead_score)
-            lifted[fix.key] = lead
+            own = page_scores.get(other.key, 0.0)
+            raised = own + FIX_SHARE * lead_score if kind == "fix" else own * (1 + RELATED_LIFT)
+            # a page lifted by a link ranks below the page that links it, never above
+            page_scores[other.key] = min(raised, 0.999 * lead_score)
+            lifted[other.key] = (kind, lead)
         return lifted
 
     def _named_repos(self, text: str) -> set[str]:
@@ -407,7 +420,8 @@ class Searcher:
         return out
 
     def _hit(self, page: Page, score: float, row: int | None, plan: QueryPlan, bm25_rank: dict, vec_rank: dict,
-             prior: float, signals: list[str], sentence: str | None = None, fix_of: str | None = None) -> Hit:
+             prior: float, signals: list[str], sentence: str | None = None,
+             lifted: tuple[str, str] | None = None) -> Hit:
         crow = self.chunk_rows[row] if row is not None else {"text": page.title, "heading_path": [], "line_start": 1, "line_end": 1}
         return Hit(
             id=page.key, page_id=page.id, title=page.title, type=page.type, corpus=page.corpus, path=page.path,
@@ -417,7 +431,8 @@ class Searcher:
             sources=self.resolve(page.sources, page.corpus),
             why=Why(bm25_rank=bm25_rank.get(row), vector_rank=vec_rank.get(row), aliases=plan.aliases,
                     signals=signals, type_prior=prior, matched_terms=matched_terms(crow["text"], plan.prose),
-                    sentence=sentence, fix_of=fix_of),
+                    sentence=sentence, fix_of=lifted[1] if lifted and lifted[0] == "fix" else None,
+                    related_to=lifted[1] if lifted and lifted[0] == "related" else None),
         )
 
     # ---------------------------------------------------------------- pages

@@ -162,6 +162,8 @@ def search(
             typer.echo(f"    matched: \"{h.why.sentence[:200]}\"")
         if h.why.fix_of:
             typer.echo(f"    a fix named by {h.why.fix_of}")
+        if h.why.related_to:
+            typer.echo(f"    related to {h.why.related_to}")
         if h.sources:
             typer.echo("    sources: " + ", ".join(s.url or s.id for s in h.sources[:3]))
     if not resp.hits:

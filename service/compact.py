@@ -43,6 +43,7 @@ class CompactHit(BaseModel):
     snippet: str
     matched: str | None = Field(None, description="The page's sentence that matched the query, when one did")
     fix_of: str | None = Field(None, description="The leading pattern page that names this page as a fix")
+    related_to: str | None = Field(None, description="The leading page that lists this page as related")
     sources: list[Source] = Field(default_factory=list)
 
 
@@ -104,6 +105,7 @@ def compact_search(resp: SearchResponse) -> CompactSearch:
         signals=[str(s.get("signal")) for s in resp.signals if s.get("signal")],
         hits=[CompactHit(id=h.id, title=h.title, type=h.type, corpus=h.corpus, confidence=h.confidence,
                          score=h.score, snippet=h.snippet[:SNIPPET_CHARS], matched=h.why.sentence, fix_of=h.why.fix_of,
+                         related_to=h.why.related_to,
                          sources=_sources(h.sources, MAX_HIT_SOURCES))
               for h in resp.hits],
     )

@@ -111,7 +111,7 @@ def test_leading_pattern_brings_its_fixes_below_it(searcher):
     assert fixes, "the pattern's candidate techniques were not lifted"
     named = set(searcher.pages[lead.id].candidate_techniques)
     assert all(h.why.fix_of == lead.id and h.page_id in named and h.score < lead.score for h in fixes)
-    plain = searcher.search(resp.query, k=10, options=SearchOptions(fixes=False))
+    plain = searcher.search(resp.query, k=10, options=SearchOptions(links=False))
     assert not any(h.why.fix_of for h in plain.hits)
 
 
@@ -140,3 +140,18 @@ def test_a_long_query_is_also_matched_clause_by_clause(searcher):
     assert "pattern-epilogue-bound-gemm" not in whole_only[:3]
     short = "accumulators staged through shared memory"
     assert ids(searcher.search(short, k=10)) == ids(searcher.search(short, k=10, options=SearchOptions(clauses=False)))
+
+
+def test_leading_page_brings_its_related_pages_below_it(searcher):
+    from kwiki.index.search import SearchOptions
+
+    resp = searcher.search("UMMA", k=10)
+    lead = resp.hits[0]
+    assert lead.page_id == "hw-tcgen05-mma" and lead.type != "pattern"
+    related = [h for h in resp.hits if h.why.related_to]
+    assert related, "the lead's related pages were not lifted"
+    listed = set(searcher.pages[lead.id].related)
+    assert all(h.why.related_to == lead.id and h.page_id in listed and h.score < lead.score for h in related)
+    assert not any(h.why.fix_of for h in resp.hits)  # not a pattern: it names no fixes
+    plain = searcher.search("UMMA", k=10, options=SearchOptions(links=False))
+    assert not any(h.why.related_to for h in plain.hits)
