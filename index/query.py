@@ -24,6 +24,7 @@ MAX_PHRASE = 6
 EXPANSION_WEIGHT = 0.25  # alias expansions count a quarter of the words typed (tuned on dev)
 #: A query of this many words or more is also embedded clause by clause (``clauses``).
 LONG_QUERY_WORDS = 12
+MAX_CLAUSES = 12  # a pasted report can hold 40: the first twelve keep the cost near one encoding of the query
 _CLAUSE_BREAK = re.compile(r"[,;:.?!]\s+|\s+(?:and|but|while|yet|although|even though)\s+", re.I)
 _LEADING_JOIN = re.compile(r"^(?:and|but|while|yet|although|even though)\s+", re.I)
 
@@ -118,7 +119,7 @@ def clauses(text: str, min_words: int = 3) -> list[str]:
     if len(text.split()) < LONG_QUERY_WORDS:
         return []
     parts = [_LEADING_JOIN.sub("", p.strip(" ,;:.?!")) for p in _CLAUSE_BREAK.split(text)]
-    parts = [p for p in parts if len(p.split()) >= min_words]
+    parts = [p for p in parts if len(p.split()) >= min_words][:MAX_CLAUSES]
     return parts if len(parts) >= 2 else []
 
 

@@ -3,7 +3,7 @@ import pytest
 from kwiki.errors import BadRequest, QueryTooLong
 from kwiki.index.analysis import ident_tokens, prose_tokens
 from kwiki.index.bm25 import query_tokens
-from kwiki.index.query import LONG_QUERY_WORDS, AliasTable, Filters, clauses, clean_query, plan_query
+from kwiki.index.query import LONG_QUERY_WORDS, MAX_CLAUSES, AliasTable, Filters, clauses, clean_query, plan_query
 
 
 @pytest.mark.parametrize(
@@ -59,3 +59,9 @@ def test_short_queries_and_single_clauses_are_not_split():
     assert clauses("a b c d, e f g h, i j k l") == ["a b c d", "e f g h", "i j k l"]
     assert clauses("one two three four five six seven, x, and eight nine ten") == [
         "one two three four five six seven", "eight nine ten"]  # a one-word fragment is no clue
+
+
+def test_a_pasted_report_keeps_only_the_first_clauses():
+    report = ", ".join(f"metric number {i} is at {i}% of peak" for i in range(40))
+    parts = clauses(report)
+    assert len(parts) == MAX_CLAUSES and parts[0] == "metric number 0 is at 0% of peak"
