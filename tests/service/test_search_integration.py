@@ -135,9 +135,10 @@ def test_a_long_query_is_also_matched_clause_by_clause(searcher):
          "memory and written out, and that part takes longer than the math")
     with_clauses = ids(searcher.search(q, k=10))
     whole_only = ids(searcher.search(q, k=10, options=SearchOptions(clauses=False)))
-    # one blurred vector for 30 words misses the epilogue; its clauses each land near what the page says
-    assert "pattern-epilogue-bound-gemm" in with_clauses[:3]
-    assert "pattern-epilogue-bound-gemm" not in whole_only[:3]
+    # one blurred vector for 30 words misses the epilogue (17th when measured); its clauses each land near what
+    # the page says (3rd). Bounds with room on both sides, so a last-digit change in the vectors cannot flip them.
+    assert "pattern-epilogue-bound-gemm" in with_clauses[:5]
+    assert "pattern-epilogue-bound-gemm" not in whole_only
     short = "accumulators staged through shared memory"
     assert ids(searcher.search(short, k=10)) == ids(searcher.search(short, k=10, options=SearchOptions(clauses=False)))
 
