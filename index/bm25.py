@@ -10,6 +10,7 @@ from the analyzers' tokens.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 import tantivy
@@ -97,9 +98,9 @@ class BM25Index:
         register(self.index)
         self.schema = self.index.schema
         self.searcher = self.index.searcher()
-        self._corrections: dict[str, str | None] = {}
+        self.correct = lru_cache(maxsize=10_000)(self._correct)  # per index: its vocabulary decides
 
-    def correct(self, term: str) -> str | None:
+    def _correct(self, term: str) -> str | None:
         """The indexed word that a misspelt query word most likely meant, or None.
 
         Only a word of 5+ letters that no field has ever seen is corrected: to the most frequent indexed word
@@ -109,17 +110,12 @@ class BM25Index:
             >>> index.correct("schedulr"), index.correct("histogarm"), index.correct("schedul")   # doctest: +SKIP
             ('schedul', 'histogram', None)
         """
-        if term not in self._corrections:
-            fixed = None
-            if len(term) >= 5 and term.isalpha() and not any(self.searcher.doc_freq(f, term) for f in FIELD_BOOSTS):
-                limit = 1 if len(term) < 8 else 2
-                best = min(((OSA.distance(term, t), -n, t) for t, n in self.searcher.terms_with_prefix("body", term[:2])
-                            if abs(len(t) - len(term)) <= limit), default=None)
-                fixed = best[2] if best and best[0] <= limit else None
-            if len(self._corrections) > 10_000:
-                self._corrections.clear()
-            self._corrections[term] = fixed
-        return self._corrections[term]
+        if len(term) < 5 or not term.isalpha() or any(self.searcher.doc_freq(f, term) for f in FIELD_BOOSTS):
+            return None
+        limit = 1 if len(term) < 8 else 2
+        best = min(((OSA.distance(term, t), -n, t) for t, n in self.searcher.terms_with_prefix("body", term[:2])
+                    if abs(len(t) - len(term)) <= limit), default=None)
+        return best[2] if best and best[0] <= limit else None
 
     def build_query(self, q: BM25Query) -> tantivy.Query | None:
         should: list[tuple[tantivy.Occur, tantivy.Query]] = []

@@ -68,8 +68,6 @@ ROLLUP_EXTRA = 0.1  # page = best chunk + 0.1 x the next two
 #: the lead's score (0.882 / 0.854) pushed four related pages above the migration pages of a porting question.
 FIX_SHARE = 0.4
 RELATED_LIFT = 0.2
-#: Weight of a corrected word against the word typed (0.5 and 1.0 tied on dev: 0.8623 -> 0.864).
-TYPO_WEIGHT = 0.5
 _PAGE_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,200}$")
 
 
@@ -254,9 +252,8 @@ class Searcher:
         if not 1 <= int(k) <= max_k:
             raise BadRequest(f"k={k} is out of range", hint=f"1 <= k <= {max_k}")
         f = self.normalize_filters(filters or {})
-        plan = plan_query(text, self.aliases, f, use_aliases=options.aliases)
-        if options.typos and options.bm25:
-            self._add_corrections(plan)
+        plan = plan_query(text, self.aliases, f, use_aliases=options.aliases,
+                          correct=self.bm25.correct if options.typos and options.bm25 else None)
         signals = self._route(text) if options.ncu_routing else []
         if signals:
             for term in signals[0].get("expand", []):
@@ -319,16 +316,6 @@ class Searcher:
             hits=hits, signals=[{k2: v for k2, v in s.items() if k2 != "expand"} for s in signals], took_ms=round(took, 2),
             index={"build_id": self.manifest.build_id, "corpus_hash": self.manifest.corpus_hash[:12]},
         )
-
-    def _add_corrections(self, plan: QueryPlan) -> None:
-        """Misspelt words ("warp schedulrs", "histogarm") also search what they most likely meant, at
-        ``TYPO_WEIGHT``; the vector side needs no help, its word pieces already overlap."""
-        have = {t for t, _ in plan.bm25.terms}
-        for term, weight in list(plan.bm25.terms):
-            fixed = self.bm25.correct(term)
-            if fixed and fixed not in have:
-                have.add(fixed)
-                plan.bm25.terms.append((fixed, weight * TYPO_WEIGHT))
 
     def _rank_order(self, item: tuple[str, float]) -> tuple[float, str]:
         """Sort key of (page key, score): best first, ties by path."""

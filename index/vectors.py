@@ -273,8 +273,9 @@ class VectorIndex:
             return []
         each = [self._scores(q, sentences) for q in np.atleast_2d(query)]
         if len(each) > 1 and pages is not None and len(pages):
+            n_pages = int(pages.max()) + 1
             for i, own in enumerate(each):
-                best = np.full(int(pages.max()) + 1, -np.inf, dtype=own.dtype)
+                best = np.full(n_pages, -np.inf, dtype=own.dtype)
                 np.maximum.at(best, pages, own)
                 each[i] = (1 - PAGE_SHARE) * own + PAGE_SHARE * best[pages]
         scores = np.mean(each, axis=0)

@@ -57,20 +57,19 @@ def ingest(
     settings = load_settings(index_dir)
     roots = [corpus_root(c) for c in corpus] if corpus else [corpus_root(p) for p in settings.corpora]
     console = Console(stderr=True)
-    with reported():
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      console=console, disable=quiet or json_out or not console.is_terminal) as bar:
-            tasks: dict[str, Any] = {}
+    with reported(), Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                              console=console, disable=quiet or json_out or not console.is_terminal) as bar:
+        tasks: dict[str, Any] = {}
 
-            def progress(stage: str, done: int, total: int) -> None:
-                if stage not in tasks:
-                    tasks[stage] = bar.add_task({"read": "reading pages", "embed": "embedding chunks"}.get(stage, stage), total=total)
-                bar.update(tasks[stage], completed=done, total=total)
+        def progress(stage: str, done: int, total: int) -> None:
+            if stage not in tasks:
+                tasks[stage] = bar.add_task({"read": "reading pages", "embed": "embedding chunks"}.get(stage, stage), total=total)
+            bar.update(tasks[stage], completed=done, total=total)
 
-            extra = _ledger_pages(ledger or [], console)
-            result = build_index(settings.index_dir, roots, threads=settings.embed_threads,
-                                 max_page_bytes=settings.max_page_bytes, progress=progress, extra_pages=extra,
-                                 skip_unchanged=not force)
+        extra = _ledger_pages(ledger or [], console)
+        result = build_index(settings.index_dir, roots, threads=settings.embed_threads,
+                             max_page_bytes=settings.max_page_bytes, progress=progress, extra_pages=extra,
+                             skip_unchanged=not force)
     if json_out:
         print_json({"path": str(result.path), "unchanged": result.unchanged, "manifest": result.manifest.model_dump(),
                      "report": result.report.model_dump()})
@@ -248,17 +247,16 @@ def eval_(
     suites = ["corpus", "kernelwiki"] if suite == "all" else [suite]
     chosen = [m.strip() for m in methods.split(",") if m.strip()] or list(METHODS)
     console = Console(stderr=True)
-    with reported():
-        with Progress(console=console, disable=json_out or not console.is_terminal) as bar:
-            tasks: dict[str, Any] = {}
+    with reported(), Progress(console=console, disable=json_out or not console.is_terminal) as bar:
+        tasks: dict[str, Any] = {}
 
-            def tick(name: str, total: int) -> None:
-                if name not in tasks:
-                    tasks[name] = bar.add_task(f"eval {name}", total=total)
-                bar.advance(tasks[name])
+        def tick(name: str, total: int) -> None:
+            if name not in tasks:
+                tasks[name] = bar.add_task(f"eval {name}", total=total)
+            bar.advance(tasks[name])
 
-            result = command.run_eval(suites, chosen, settings.index_dir.parent / "eval", threads=settings.embed_threads,
-                                      kernelwiki=kernelwiki, out_dir=out, readme=update_readme, progress=tick)
+        result = command.run_eval(suites, chosen, settings.index_dir.parent / "eval", threads=settings.embed_threads,
+                                  kernelwiki=kernelwiki, out_dir=out, readme=update_readme, progress=tick)
     failures = command.gate(result) if gate else []
     if json_out:
         print_json({"stamp": result["stamp"], "paths": result["paths"], "gate_failures": failures,
