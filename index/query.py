@@ -108,6 +108,7 @@ class QueryPlan:
     aliases: list[str]  # canonical terms of matched alias groups
     bm25: BM25Query
     filters: Filters
+    corrections: list[tuple[str, str]] = field(default_factory=list)  # (word typed, indexed term searched)
 
 
 def clauses(text: str, min_words: int = 3) -> list[str]:
@@ -165,6 +166,7 @@ def plan_query(text: str, aliases: AliasTable, filters: Filters, use_aliases: bo
         # Only punctuation or stopwords: fall back to every word so "how to" still finds something.
         terms = [(t, 1.0) for t in dict.fromkeys(prose_tokens(text))][:32]
     query = BM25Query(terms=terms[:96], idents=ident_terms[:48])
+    corrections: list[tuple[str, str]] = []
     if correct is not None:
         have = {t for t, _ in query.terms}
         for term, weight in list(query.terms):
@@ -172,10 +174,21 @@ def plan_query(text: str, aliases: AliasTable, filters: Filters, use_aliases: bo
             if fixed and fixed not in have:
                 have.add(fixed)
                 query.terms.append((fixed, weight * TYPO_WEIGHT))
+                if weight == 1.0:  # a word typed, not an alias expansion: show it as typed
+                    corrections.append((_typed_word(text, term), fixed))
     for fname, prefix in (("type", "type"), ("corpus", "corpus"), ("confidence", "confidence"), ("tag", "tag"), ("language", "lang")):
         values = getattr(filters, fname)
         if values:
             query.must_filters.append([f"{prefix}:{v}" for v in values])
     if filters.architecture:
         query.must_filters.append([f"arch:{v}" for v in filters.architecture])
-    return QueryPlan(text=text, prose=prose, idents=idents, aliases=matched, bm25=query, filters=filters)
+    return QueryPlan(text=text, prose=prose, idents=idents, aliases=matched, bm25=query, filters=filters,
+                     corrections=corrections)
+
+
+def _typed_word(text: str, term: str) -> str:
+    """The word of ``text`` that the analyzer turned into ``term`` ("schedulrs" for "schedulr")."""
+    for word in text.split():
+        if term in prose_tokens(word):
+            return word.strip(".,;:!?()[]{}\"'`")
+    return term

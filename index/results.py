@@ -44,12 +44,26 @@ class Hit(BaseModel):
     why: Why = Field(default_factory=Why)
 
 
+class Correction(BaseModel):
+    typed: str = Field(description="A query word no index field has seen")
+    searched: str = Field(description="The indexed term (as the analyzer stems it) searched in its place, at half weight")
+
+
+class Interpreted(BaseModel):
+    """How kwiki read the query, beyond the words typed."""
+
+    aliases: list[str] = Field(default_factory=list, description="Alias groups matched; their variants were searched too")
+    corrections: list[Correction] = Field(default_factory=list, description="Likely typos and what was searched for them")
+    clauses: list[str] = Field(default_factory=list, description="A long query's clauses, each embedded on its own")
+
+
 class SearchResponse(BaseModel):
     query: str
     k: int
     filters: dict[str, list[str]] = Field(default_factory=dict)
     hits: list[Hit]
     signals: list[dict[str, Any]] = Field(default_factory=list)  # NCU vocabulary recognized in the query
+    interpreted: Interpreted = Field(default_factory=Interpreted)
     experience: list[dict[str, Any]] = Field(default_factory=list)  # ledger candidates that tried a fix (own tier)
     took_ms: float = 0.0
     index: dict[str, Any] = Field(default_factory=dict)

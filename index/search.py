@@ -26,7 +26,7 @@ from .build import current_build
 from .fusion import convex, rollup
 from .manifest import Manifest, read_manifest
 from .query import AliasTable, Filters, QueryPlan, clauses, clean_query, norm_phrase, plan_query
-from .results import Hit, PageResponse, SearchResponse, SourceRef, Why
+from .results import Correction, Hit, Interpreted, PageResponse, SearchResponse, SourceRef, Why
 
 #: Curated pages first: KernelWiki has ~50 PR pages for every wiki page.
 TYPE_PRIOR = {
@@ -263,6 +263,7 @@ class Searcher:
         bm25_hits = self.bm25.search(plan.bm25, CANDIDATES) if options.bm25 else []
         vec_hits: list[tuple[int, float]] = []
         qvec = None
+        parts: list[str] = []
         if options.vector:
             # A long query is embedded clause by clause: one mean-pooled vector for 40 words is a blur, while each
             # clue ("DRAM 35% of peak", "stalls on the load") lands near the sentence that says it. Dev nDCG@10
@@ -314,6 +315,8 @@ class Searcher:
             query=text, k=int(k),
             filters={n: getattr(f, n) for n in ("type", "tag", "architecture", "language", "confidence", "corpus") if getattr(f, n)},
             hits=hits, signals=[{k2: v for k2, v in s.items() if k2 != "expand"} for s in signals], took_ms=round(took, 2),
+            interpreted=Interpreted(aliases=plan.aliases, clauses=parts,
+                                    corrections=[Correction(typed=a, searched=b) for a, b in plan.corrections]),
             index={"build_id": self.manifest.build_id, "corpus_hash": self.manifest.corpus_hash[:12]},
         )
 

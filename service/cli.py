@@ -151,6 +151,11 @@ def search(
         return
     if resp.signals:
         typer.secho("NCU signals: " + ", ".join(s["signal"] for s in resp.signals[:3]), fg="cyan")
+    read = resp.interpreted
+    if read.corrections:
+        typer.secho("also searched: " + ", ".join(f"{c.typed} -> {c.searched}" for c in read.corrections), fg="cyan")
+    if read.clauses:
+        typer.secho(f"matched clause by clause ({len(read.clauses)}): " + " | ".join(read.clauses), fg="cyan")
     for i, h in enumerate(resp.hits, 1):
         typer.secho(f"{i:2}. {h.title}", bold=True)
         typer.echo(f"    {h.id}  [{h.type}, {h.confidence or 'no confidence'}, {h.corpus}]  score {h.score:.4f}")

@@ -51,6 +51,7 @@ class CompactSearch(BaseModel):
     query: str
     hits: list[CompactHit]
     signals: list[str] = Field(default_factory=list, description="NCU signals recognized in the query")
+    corrections: list[str] = Field(default_factory=list, description="Likely typos, 'typed -> searched' (stemmed)")
     filters: dict[str, list[str]] = Field(default_factory=dict)
 
 
@@ -103,6 +104,7 @@ def compact_search(resp: SearchResponse) -> CompactSearch:
     return CompactSearch(
         query=resp.query, filters=resp.filters,
         signals=[str(s.get("signal")) for s in resp.signals if s.get("signal")],
+        corrections=[f"{c.typed} -> {c.searched}" for c in resp.interpreted.corrections],
         hits=[CompactHit(id=h.id, title=h.title, type=h.type, corpus=h.corpus, confidence=h.confidence,
                          score=h.score, snippet=h.snippet[:SNIPPET_CHARS], matched=h.why.sentence, fix_of=h.why.fix_of,
                          related_to=h.why.related_to,

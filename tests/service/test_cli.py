@@ -30,6 +30,12 @@ def test_search_json_is_the_http_document(tmp_path, corpus_index, http):
     assert set(cli) == set(api)
 
 
+def test_search_says_what_it_also_searched(tmp_path, corpus_index):
+    out = kwiki("search", "warp schedulrs", "-k", "3", cwd=tmp_path, index=corpus_index)
+    assert out.returncode == 0, out.stderr
+    assert "also searched: schedulrs -> schedul" in out.stdout
+
+
 def test_page_and_missing_index_message(tmp_path, corpus_index):
     out = kwiki("page", "pattern-tail-effect", "--json", cwd=tmp_path, index=corpus_index)
     assert out.returncode == 0 and json.loads(out.stdout)["page_id"] == "pattern-tail-effect"

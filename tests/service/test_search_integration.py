@@ -117,15 +117,19 @@ def test_leading_pattern_brings_its_fixes_below_it(searcher):
 
 def test_a_misspelt_word_searches_the_word_it_meant(searcher):
     from kwiki.index.search import SearchOptions
+    from kwiki.service.compact import compact_search
 
     assert searcher.bm25.correct("histogarm") == "histogram"  # a swap of neighbours is one edit
     assert searcher.bm25.correct("schedulr") == "schedul"  # stemmed forms: "schedulrs" -> "schedulers"
     assert searcher.bm25.correct("histogram") is None and searcher.bm25.correct("qqqqqqq") is None
     fixed = searcher.search("histogarm", k=5)
+    assert [(c.typed, c.searched) for c in fixed.interpreted.corrections] == [("histogarm", "histogram")]
+    assert compact_search(fixed).corrections == ["histogarm -> histogram"]  # what an MCP agent sees
     assert any(h.why.bm25_rank for h in fixed.hits), "the corrected word found nothing"
     assert {"pattern-atomic-contention", "technique-atomic-privatization"} & set(ids(fixed)[:3])
     raw = searcher.search("histogarm", k=5, options=SearchOptions(typos=False))
     assert not any(h.why.bm25_rank for h in raw.hits)  # the word as typed is in no page
+    assert raw.interpreted.corrections == []
 
 
 def test_a_long_query_is_also_matched_clause_by_clause(searcher):
@@ -133,14 +137,17 @@ def test_a_long_query_is_also_matched_clause_by_clause(searcher):
 
     q = ("the kernel finishes its main loop quickly, but then the accumulators are converted, staged through shared "
          "memory and written out, and that part takes longer than the math")
-    with_clauses = ids(searcher.search(q, k=10))
+    resp = searcher.search(q, k=10)
+    with_clauses = ids(resp)
     whole_only = ids(searcher.search(q, k=10, options=SearchOptions(clauses=False)))
+    assert len(resp.interpreted.clauses) >= 3 and all(c in q for c in resp.interpreted.clauses)
     # one blurred vector for 30 words misses the epilogue (17th when measured); its clauses each land near what
     # the page says (3rd). Bounds with room on both sides, so a last-digit change in the vectors cannot flip them.
     assert "pattern-epilogue-bound-gemm" in with_clauses[:5]
     assert "pattern-epilogue-bound-gemm" not in whole_only
     short = "accumulators staged through shared memory"
     assert ids(searcher.search(short, k=10)) == ids(searcher.search(short, k=10, options=SearchOptions(clauses=False)))
+    assert searcher.search(short, k=10).interpreted.clauses == []
 
 
 def test_leading_page_brings_its_related_pages_below_it(searcher):
