@@ -26,8 +26,14 @@ DEPTH = 20
 #: Method name -> search options (None: the keyword baseline). "hybrid" is what kwiki ships.
 METHODS: dict[str, SearchOptions | None] = {
     "keyword-baseline": None,
-    "bm25": SearchOptions(vector=False, aliases=False, type_prior=False, ncu_routing=False, links=False, typos=False, clauses=False),
-    "vector": SearchOptions(bm25=False, aliases=False, type_prior=False, ncu_routing=False, links=False, typos=False, clauses=False),
+    # Plain baselines: no expansion of the query (aliases) nor of the pages (their listed questions).
+    "bm25": SearchOptions(vector=False, aliases=False, type_prior=False, ncu_routing=False, links=False, typos=False,
+                          clauses=False, questions=False),
+    "vector": SearchOptions(bm25=False, aliases=False, type_prior=False, ncu_routing=False, links=False, typos=False,
+                            clauses=False, questions=False),
+    # BM25 over the pages with their questions: what the page-side expansion does without the rest of kwiki
+    "bm25-with-questions": SearchOptions(vector=False, aliases=False, type_prior=False, ncu_routing=False, links=False,
+                                         typos=False, clauses=False),
     "hybrid": SearchOptions(),
     "hybrid-no-vector": SearchOptions(vector=False),
     "hybrid-no-bm25": SearchOptions(bm25=False),
@@ -38,6 +44,7 @@ METHODS: dict[str, SearchOptions | None] = {
     "hybrid-no-links": SearchOptions(links=False),
     "hybrid-no-typos": SearchOptions(typos=False),
     "hybrid-no-clauses": SearchOptions(clauses=False),
+    "hybrid-no-questions": SearchOptions(questions=False),
 }
 SHIPPED = "hybrid"
 

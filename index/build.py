@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
+
 from kwiki import __version__
 from kwiki.errors import BuildLocked
 from kwiki.ingest.chunking import CHUNKER_VERSION, SENTENCE_TYPES, sentences
@@ -229,12 +231,17 @@ def build_index(
 
         cache = vectors.EmbeddingCache(Path(cache_dir) if cache_dir else index_dir / "cache")
         sentence_rows, sentence_texts = curated_sentences(pages, chunks)
-        sentence_keys = [sentence_key(t) for t in sentence_texts]
+        question_pages, question_texts = page_questions(pages, chunks)
+        sentence_keys = [sentence_key(t) for t in sentence_texts + question_texts]
         todo = {c.content_hash: embed_text(pages[c.page_key].title, c.heading_path, c.text) for c in chunks}
-        todo.update(zip(sentence_keys, sentence_texts))
+        todo.update(zip(sentence_keys, sentence_texts + question_texts))
         embedded = _embed_missing(cache, todo, embedder, threads, progress)
-        vectors.write_table(tmp / "vectors", [_vector_row(c) for c in chunks], cache.get([c.content_hash for c in chunks]))
-        vectors.write_sentences(tmp / "vectors", sentence_rows, sentence_texts, cache.get(sentence_keys))
+        chunk_matrix = cache.get([c.content_hash for c in chunks])
+        vectors.write_table(tmp / "vectors", [_vector_row(c) for c in chunks], chunk_matrix)
+        extra = cache.get(sentence_keys)
+        question_rows = nearest_chunks(question_pages, extra[len(sentence_texts):], chunks, chunk_matrix)
+        vectors.write_sentences(tmp / "vectors", sentence_rows + question_rows, sentence_texts + question_texts, extra,
+                                questions=[False] * len(sentence_texts) + [True] * len(question_texts))
         _write_records(tmp, result)
         manifest = Manifest(
             kwiki_version=__version__,
@@ -245,7 +252,7 @@ def build_index(
             source_hash=quick,
             corpora=result.report.corpora,
             counts={"pages": len(result.pages), "chunks": len(chunks), "sentences": len(sentence_texts),
-                    "artifacts": len(result.artifacts),
+                    "questions": len(question_texts), "artifacts": len(result.artifacts),
                     "skipped": len(result.report.skipped), "duplicates": len(result.report.duplicates)},
             pages_by_type=result.report.pages_by_type,
             embedded=embedded,
@@ -269,6 +276,27 @@ def curated_sentences(pages: dict[str, Page], chunks: list[Chunk]) -> tuple[list
     pairs = [(row, text) for row, c in enumerate(chunks) if pages[c.page_key].type in SENTENCE_TYPES
              for text in sentences(c.text)]
     return [r for r, _ in pairs], [t for _, t in pairs]
+
+
+def page_questions(pages: dict[str, Page], chunks: list[Chunk]) -> tuple[list[str], list[str]]:
+    """(page key, question) of every question a page lists that has a chunk in the index, as two lists."""
+    chunked = {c.page_key for c in chunks}
+    pairs = [(key, q) for key, p in pages.items() if key in chunked for q in p.questions]
+    return [k for k, _ in pairs], [q for _, q in pairs]
+
+
+def nearest_chunks(page_keys: list[str], question_vectors: np.ndarray, chunks: list[Chunk],
+                   chunk_matrix: np.ndarray) -> list[int]:
+    """For each question, the row of its page's chunk closest to it: the section that answers it, which the
+    question's vector then stands for (as a sentence stands for its chunk)."""
+    rows_of: dict[str, list[int]] = {}
+    for row, c in enumerate(chunks):
+        rows_of.setdefault(c.page_key, []).append(row)
+    out = []
+    for key, vec in zip(page_keys, question_vectors):
+        rows = rows_of[key]
+        out.append(rows[int(np.argmax(chunk_matrix[rows] @ vec))])
+    return out
 
 
 def _embed_missing(cache: vectors.EmbeddingCache, todo: dict[str, str], embedder: vectors.Embedder | None,

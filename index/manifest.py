@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 
 from kwiki.errors import IndexIncompatible, IndexMissing
 
-SCHEMA_VERSION = 4  # 4: a sentence-vector table beside the chunk vectors
+SCHEMA_VERSION = 5  # 4: a sentence-vector table beside the chunk vectors; 5: pages' questions (BM25 field, vectors)
 MANIFEST = "manifest.json"
 
 

@@ -22,7 +22,8 @@ class Why(BaseModel):
     signals: list[str] = Field(default_factory=list)
     type_prior: float = 1.0
     matched_terms: list[str] = Field(default_factory=list)
-    sentence: str | None = Field(None, description="The page's sentence whose vector ranked the chunk, when one did")
+    sentence: str | None = Field(
+        None, description="The page's sentence, or a question the page lists, whose vector ranked the chunk, when one did")
     fix_of: str | None = Field(None, description="The leading pattern page that names this page as a fix, when it lifted it")
     related_to: str | None = Field(None, description="The leading page that lists this page as related, when it lifted it")
 

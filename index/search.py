@@ -84,6 +84,7 @@ class SearchOptions:
     links: bool = True  # the leading page lifts the pages it links: a pattern's fixes, any page's related pages
     typos: bool = True  # a query word the index never saw also searches the indexed word one edit away
     clauses: bool = True  # a long query is embedded clause by clause
+    questions: bool = True  # match the questions pages list (``questions:``), by BM25 and by vector
 
 
 @dataclass
@@ -153,7 +154,7 @@ class Searcher:
             for line in fh:
                 rows.append(json.loads(line))
         ids, matrix = vectors.load_matrix(build / "vectors")
-        sentence_rows, sentence_texts, sentence_matrix = vectors.load_sentences(build / "vectors")
+        sentence_rows, sentence_texts, sentence_matrix, is_question = vectors.load_sentences(build / "vectors")
         if ids != [r["id"] for r in rows]:
             raise IndexMissing(f"index at {build} is inconsistent (vectors vs chunks)", hint="rebuild with `kwiki ingest`")
         vocab = json.loads((build / "vocab.json").read_text())
@@ -172,7 +173,7 @@ class Searcher:
         return cls(
             path=build, manifest=manifest, pages=pages, chunk_ids=ids, chunk_page=[r["page_key"] for r in rows],
             chunk_rows=rows, bm25=BM25Index(build / "bm25"),
-            vindex=vectors.VectorIndex(matrix, sentence_matrix, sentence_rows, sentence_texts), aliases=aliases,
+            vindex=vectors.VectorIndex(matrix, sentence_matrix, sentence_rows, sentence_texts, is_question), aliases=aliases,
             artifacts=artifacts, arch_vocab=arch_vocab, embedder=embedder, threads=threads,
         )
 
@@ -260,6 +261,7 @@ class Searcher:
                 plan.bm25.terms.append((term, 0.5))
         mask = self._mask(f)
 
+        plan.bm25.questions = options.questions
         bm25_hits = self.bm25.search(plan.bm25, CANDIDATES) if options.bm25 else []
         vec_hits: list[tuple[int, float]] = []
         qvec = None
@@ -273,7 +275,7 @@ class Searcher:
             qvec = vecs.mean(axis=0)
             qvec /= max(float(np.linalg.norm(qvec)), 1e-12)  # stands for the query in ``best_sentence``
             vec_hits = self.vindex.search(vecs, CANDIDATES, mask[1] if mask else None, sentences=options.sentences,
-                                          pages=self.page_index)
+                                          pages=self.page_index, questions=options.questions)
         bm25_rank = {row: i for i, (row, _) in enumerate(bm25_hits, 1)}
         vec_rank = {row: i for i, (row, _) in enumerate(vec_hits, 1)}
         fused = convex([bm25_hits, vec_hits], WEIGHTS)
@@ -306,8 +308,9 @@ class Searcher:
                 row = self.first_chunk.get(key)
             sig = signal_pages.get(key)
             sentence = None
-            if qvec is not None and row is not None and options.sentences:
-                sentence = self.vindex.best_sentence(row, qvec)  # which sentence, if any, carried the chunk
+            if qvec is not None and row is not None and (options.sentences or options.questions):
+                # which sentence or listed question, if any, carried the chunk
+                sentence = self.vindex.best_sentence(row, qvec, options.sentences, options.questions)
             hits.append(self._hit(page, score, row, plan, bm25_rank, vec_rank, priors.get(key, 1.0),
                                   [sig[1]] if sig else [], sentence, lifted.get(key)))
         took = (time.perf_counter() - started) * 1000

@@ -28,6 +28,9 @@ SENTENCES = "sentences"
 #: Cosine a sentence must give up to stand for its chunk (dev, both suites: 0.04 best of 0-0.12 after the fusion
 #: change; 0.03 once long queries were embedded clause by clause, 0.02 / 0.04 tried).
 SENTENCE_MARGIN = 0.03
+#: The same for a question the page lists (``questions:``), stored beside the sentences: 0.05 of 0 / 0.03 / 0.08 /
+#: 0.12 on dev (within 0.003 of each other).
+QUESTION_MARGIN = 0.05
 #: With several query vectors (clauses), the share of a chunk's score that its page's best chunk gives
 #: (dev nDCG@10 0.872 -> 0.876 corpus, 0.847 -> 0.851 kernelwiki; 0.3 / 0.5 / 0.85 / 1.0 tried).
 PAGE_SHARE = 0.7
@@ -199,26 +202,30 @@ def load_matrix(folder: Path) -> tuple[list[str], np.ndarray]:
     return ids, _matrix(table)
 
 
-def write_sentences(folder: Path, chunk_rows: list[int], texts: list[str], vectors: np.ndarray) -> None:
-    """The sentence vectors of the curated pages, each with the chunk row it belongs to."""
+def write_sentences(folder: Path, chunk_rows: list[int], texts: list[str], vectors: np.ndarray,
+                    questions: list[bool] | None = None) -> None:
+    """The sentence vectors of the curated pages and the vectors of the pages' questions (``questions[i]``
+    True), each with the chunk row it stands for."""
     import lancedb
     import pyarrow as pa
 
     table = pa.table({
         "chunk_row": pa.array(chunk_rows, type=pa.int32()),
         "text": pa.array(texts, type=pa.string()),
+        "question": pa.array(questions if questions is not None else [False] * len(texts), type=pa.bool_()),
         "vector": _vector_column(vectors),
     })
     lancedb.connect(str(folder)).create_table(SENTENCES, data=table, mode="overwrite")
 
 
-def load_sentences(folder: Path) -> tuple[np.ndarray, list[str], np.ndarray]:
-    """(chunk row of each sentence, sentence texts, sentence vectors)."""
+def load_sentences(folder: Path) -> tuple[np.ndarray, list[str], np.ndarray, np.ndarray]:
+    """(chunk row of each sentence, sentence texts, sentence vectors, which of them are questions)."""
     import lancedb
 
     table = lancedb.connect(str(folder)).open_table(SENTENCES).to_arrow()
     rows = table.column("chunk_row").to_numpy().astype(np.int64)
-    return rows, table.column("text").to_pylist(), _matrix(table)
+    questions = table.column("question").to_numpy(zero_copy_only=False).astype(bool)
+    return rows, table.column("text").to_pylist(), _matrix(table), questions
 
 
 def _vector_column(vectors: np.ndarray):  # -> pyarrow.FixedSizeListArray
@@ -249,29 +256,32 @@ class VectorIndex:
 
     A chunk scores the better of its own cosine and its best sentence's minus ``SENTENCE_MARGIN``
     (``sentences`` rows, each pointing at its chunk with ``sentence_rows``): a sentence that says what
-    the query says lifts its chunk, a short query's word in passing does not.
+    the query says lifts its chunk, a short query's word in passing does not. The rows flagged in
+    ``is_question`` are questions the page lists; they give up ``QUESTION_MARGIN`` instead.
     """
 
     def __init__(self, matrix: np.ndarray, sentences: np.ndarray | None = None,
-                 sentence_rows: np.ndarray | None = None, sentence_texts: list[str] | None = None) -> None:
+                 sentence_rows: np.ndarray | None = None, sentence_texts: list[str] | None = None,
+                 is_question: np.ndarray | None = None) -> None:
         self.matrix = matrix
         self.sentences = sentences if sentences is not None else np.zeros((0, DIM), dtype=np.float32)
         self.sentence_rows = sentence_rows if sentence_rows is not None else np.zeros(0, dtype=np.int64)
         self.sentence_texts = sentence_texts or []
+        self.is_question = is_question if is_question is not None else np.zeros(len(self.sentence_rows), dtype=bool)
         # the sentences of chunk r are _by_row[lo:hi] where (lo, hi) = searchsorted(_sorted_rows, (r, r + 1))
         self._by_row = np.argsort(self.sentence_rows, kind="stable")
         self._sorted_rows = self.sentence_rows[self._by_row]
         _one_blas_thread()
 
     def search(self, query: np.ndarray, limit: int, mask: np.ndarray | None = None, sentences: bool = True,
-               pages: np.ndarray | None = None) -> list[tuple[int, float]]:
+               pages: np.ndarray | None = None, questions: bool = True) -> list[tuple[int, float]]:
         """(chunk row, score) best first for one query vector, or for several (the clauses of a long query,
         ``query.clauses``): then a chunk scores the mean over the clauses of its own score blended with the
         best score of any chunk of its page (``pages``: page number of each chunk), ``PAGE_SHARE`` to
         ``1 - PAGE_SHARE``, so a page whose sections between them cover every clue ranks up."""
         if self.matrix.shape[0] == 0:
             return []
-        each = [self._scores(q, sentences) for q in np.atleast_2d(query)]
+        each = [self._scores(q, sentences, questions) for q in np.atleast_2d(query)]
         if len(each) > 1 and pages is not None and len(pages):
             n_pages = int(pages.max()) + 1
             for i, own in enumerate(each):
@@ -286,21 +296,29 @@ class VectorIndex:
         top = top[np.argsort(-scores[top])]
         return [(int(i), float(scores[i])) for i in top if np.isfinite(scores[i])]
 
-    def _scores(self, query: np.ndarray, sentences: bool) -> np.ndarray:
-        """Per chunk: the better of its cosine and its best sentence's minus ``SENTENCE_MARGIN``."""
+    def _margins(self, ids: np.ndarray, sentences: bool, questions: bool) -> np.ndarray:
+        """What each of the rows ``ids`` gives up to stand for its chunk; +inf for a kind switched off."""
+        kind = self.is_question[ids]
+        return np.where(kind, QUESTION_MARGIN if questions else np.inf, SENTENCE_MARGIN if sentences else np.inf)
+
+    def _scores(self, query: np.ndarray, sentences: bool, questions: bool = True) -> np.ndarray:
+        """Per chunk: the better of its cosine and its best sentence's (or question's) minus the margin."""
         query = query.astype(np.float32)
         scores = self.matrix @ query
-        if sentences and len(self.sentence_rows):
-            np.maximum.at(scores, self.sentence_rows, self.sentences @ query - SENTENCE_MARGIN)
+        if (sentences or questions) and len(self.sentence_rows):
+            every = np.arange(len(self.sentence_rows))
+            np.maximum.at(scores, self.sentence_rows,
+                          self.sentences @ query - self._margins(every, sentences, questions))
         return scores
 
-    def best_sentence(self, row: int, query: np.ndarray) -> str | None:
-        """The sentence that stood in for chunk ``row`` in :meth:`search`, or None when the chunk's own vector won."""
+    def best_sentence(self, row: int, query: np.ndarray, sentences: bool = True, questions: bool = True) -> str | None:
+        """The sentence or question that stood in for chunk ``row`` in :meth:`search`, or None when the chunk's
+        own vector won."""
         lo, hi = np.searchsorted(self._sorted_rows, (row, row + 1))
         ids = self._by_row[lo:hi]
         if not len(ids) or not self.sentence_texts:
             return None
         query = query.astype(np.float32)
-        scores = self.sentences[ids] @ query - SENTENCE_MARGIN
+        scores = self.sentences[ids] @ query - self._margins(ids, sentences, questions)
         best = int(np.argmax(scores))
         return self.sentence_texts[ids[best]] if scores[best] > float(self.matrix[row] @ query) else None

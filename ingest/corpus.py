@@ -164,6 +164,21 @@ def load_vocabulary(root: Path) -> Vocabulary:
     return vocab
 
 
+MAX_QUESTIONS = 40  # per page: more is a dump, not a list of what the page answers
+MAX_QUESTION_CHARS = 400
+
+
+def questions_of(value: Any) -> list[str]:
+    """The ``questions:`` of a page: each item kept whole (commas included), empty and over-long ones dropped.
+
+    >>> questions_of(["why, on B200, is it slow?", "", None]), questions_of("one question")
+    (['why, on B200, is it slow?'], ['one question'])
+    """
+    items = [value] if isinstance(value, str) else value if isinstance(value, list) else []
+    out = [str(q).strip() for q in items if isinstance(q, (str, int, float)) and str(q).strip()]
+    return [q for q in out if len(q) <= MAX_QUESTION_CHARS][:MAX_QUESTIONS]
+
+
 def _make_page(meta: dict[str, Any], body: str, body_line: int, rel: Path, corpus: str, sha: str) -> Page:
     if isinstance(meta.get("id"), (dict, list, set)):
         raise ValueError(f"id is a {type(meta['id']).__name__}, not a string")
@@ -202,6 +217,7 @@ def _make_page(meta: dict[str, Any], body: str, body_line: int, rel: Path, corpu
         candidate_techniques=as_list(meta.get("candidate_techniques")),
         performance_claims=[c for c in claims if isinstance(c, dict)] if isinstance(claims, list) else [],
         aliases=as_list(meta.get("aliases")),
+        questions=questions_of(meta.get("questions")),
         ncu_signals=[s for s in signals if isinstance(s, dict)] if isinstance(signals, list) else [],
         provenance=prov,
         meta=meta,

@@ -44,6 +44,7 @@ class Page(BaseModel):
     candidate_techniques: list[str] = Field(default_factory=list)
     performance_claims: list[dict[str, Any]] = Field(default_factory=list)
     aliases: list[str] = Field(default_factory=list)
+    questions: list[str] = Field(default_factory=list)  # questions the page answers, in a developer's words
     ncu_signals: list[dict[str, Any]] = Field(default_factory=list)
     artifacts: list[str] = Field(default_factory=list)
     provenance: Provenance

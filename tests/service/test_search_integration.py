@@ -87,7 +87,7 @@ def test_hit_names_the_sentence_that_matched(searcher):
     hit = next(h for h in resp.hits if h.page_id == "pattern-tail-effect")
     assert hit.why.sentence and "4224" in hit.why.sentence
     plain = searcher.search("my GEMM at N=4224 is slower than at N=4096 although it does only 3% more work", k=5,
-                            options=SearchOptions(sentences=False))
+                            options=SearchOptions(sentences=False, questions=False))
     assert all(h.why.sentence is None for h in plain.hits)
 
 
@@ -113,6 +113,26 @@ def test_leading_pattern_brings_its_fixes_below_it(searcher):
     assert all(h.why.fix_of == lead.id and h.page_id in named and h.score < lead.score for h in fixes)
     plain = searcher.search(resp.query, k=10, options=SearchOptions(links=False))
     assert not any(h.why.fix_of for h in plain.hits)
+
+
+def test_a_question_the_page_lists_brings_it_up(searcher):
+    from kwiki.index.search import SearchOptions
+
+    # a rewording of one of the tail-effect page's `questions:`, sharing few of its words
+    q = "speed against matrix size is a saw tooth, falling right after each multiple of the SM count"
+    listed = set(searcher.pages["pattern-tail-effect"].questions)
+
+    def rank(resp):
+        return ids(resp).index("pattern-tail-effect") + 1 if "pattern-tail-effect" in ids(resp) else 99
+
+    on = searcher.search(q, k=10)
+    off = searcher.search(q, k=10, options=SearchOptions(questions=False))
+    assert rank(on) <= 2 and rank(on) < rank(off)  # measured: 1st with, 3rd without
+    assert next(h for h in on.hits if h.page_id == "pattern-tail-effect").why.sentence in listed
+    assert not any(h.why.sentence in listed for h in off.hits)
+    # BM25: "leftover" is in no page's text, only in questions (two of the tail-effect page's among them)
+    assert "pattern-tail-effect" in ids(searcher.search("leftover", k=10, options=SearchOptions(vector=False)))[:3]
+    assert searcher.search("leftover", k=10, options=SearchOptions(vector=False, questions=False)).hits == []
 
 
 def test_a_misspelt_word_searches_the_word_it_meant(searcher):

@@ -52,3 +52,22 @@ def test_same_id_in_two_corpora_gets_a_qualified_key():
     keys = {p.key for p in r.pages if p.id == "pattern-mini-tail"}
     assert keys == {"pattern-mini-tail", "b:pattern-mini-tail"}
     assert r.report.warnings
+
+
+def test_questions_are_kept_whole_and_bad_items_dropped():
+    from kwiki.ingest.corpus import MAX_QUESTION_CHARS, MAX_QUESTIONS, questions_of
+
+    assert questions_of(["why, on B200, is it slow?", " ", None, {"q": 1}, 3]) == ["why, on B200, is it slow?", "3"]
+    assert questions_of("one question, with a comma") == ["one question, with a comma"]
+    assert questions_of({"not": "a list"}) == [] and questions_of(None) == []
+    assert questions_of(["x" * (MAX_QUESTION_CHARS + 1), "short"]) == ["short"]
+    assert len(questions_of([f"q{i}" for i in range(100)])) == MAX_QUESTIONS
+
+
+def test_the_corpus_pages_list_their_questions():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "corpus"
+    pages = read_corpora([CorpusRoot("kwiki", root)]).pages
+    # every page of our corpus lists the questions it answers (corpus/README.md, "questions:")
+    assert pages and all(len(p.questions) >= 5 for p in pages)
