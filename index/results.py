@@ -83,6 +83,7 @@ class PageResponse(BaseModel):
     facets: dict[str, list[str]] = Field(default_factory=dict)
     frontmatter: dict[str, Any] = Field(default_factory=dict)
     body: str
+    questions: list[str] = Field(default_factory=list, description="Questions the page lists as answering")
     sources: list[SourceRef] = Field(default_factory=list)
     related: list[SourceRef] = Field(default_factory=list)
     artifacts: list[dict[str, Any]] = Field(default_factory=list)

@@ -453,7 +453,7 @@ class Searcher:
         return PageResponse(
             id=page.key, page_id=page.id, title=page.title, type=page.type, corpus=page.corpus, path=page.path,
             confidence=page.confidence, reproducibility=page.reproducibility, url=page.url, facets=page.facets,
-            frontmatter=json.loads(json.dumps(page.meta, default=str)), body=page.body,
+            frontmatter=json.loads(json.dumps(page.meta, default=str)), body=page.body, questions=page.questions,
             sources=self.resolve(page.sources, page.corpus),
             related=self.resolve(page.related + [t for t in page.candidate_techniques if t not in page.related], page.corpus),
             artifacts=[self.artifacts[a] for a in page.artifacts if a in self.artifacts],

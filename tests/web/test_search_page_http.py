@@ -58,3 +58,11 @@ def test_links_between_wiki_pages_open_in_the_page_view(http):
     assert "/ui/page/technique-stream-k" in links  # written as ../techniques/stream-k.md in the page
     assert not re.findall(r'href="[^"]+\.md"', body)
     assert all(http.get(link).status_code == 200 for link in links)
+
+
+def test_page_view_lists_the_questions_the_page_answers(http):
+    html = http.get("/ui/page/pattern-tail-effect").text
+    doc = http.get("/pages/pattern-tail-effect").json()
+    assert len(doc["questions"]) >= 5
+    section = html.split('id="questions"', 1)[1].split("</section>", 1)[0]
+    assert section.count("<li>") == len(doc["questions"])
