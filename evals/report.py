@@ -79,19 +79,20 @@ def chart(suites: dict[str, dict[str, Any]], path: Path, measure: str = "nDCG@10
         import matplotlib.pyplot as plt
     except ImportError:
         return False
-    fig, axes = plt.subplots(len(suites), 1, figsize=(12, 4.5 * len(suites)), squeeze=False)
+    fig, axes = plt.subplots(len(suites), 1, figsize=(14, 4.5 * len(suites)), squeeze=False)
+    colors = plt.get_cmap("tab20").colors  # 15+ methods: tab10 would repeat its colours
     for ax, (suite, res) in zip(axes[:, 0], suites.items()):
         methods = list(res["overall"])
         groups = ["all"] + sorted(g for g in res["overall"][methods[0]] if g.startswith("category:"))
         width = 0.8 / len(methods)
         for i, m in enumerate(methods):
             vals = [res["overall"][m][g][measure] for g in groups]
-            ax.bar([x + i * width for x in range(len(groups))], vals, width, label=m)
+            ax.bar([x + i * width for x in range(len(groups))], vals, width, label=m, color=colors[i % len(colors)])
         ax.set_xticks([x + 0.4 - width / 2 for x in range(len(groups))])
         ax.set_xticklabels([g.replace("category:", "") for g in groups], rotation=20)
         ax.set_ylim(0, 1)
         ax.set_title(f"{suite}: {measure} by category and method")
-        ax.legend(fontsize=7, ncol=3)
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the bars, never over them
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
