@@ -296,7 +296,7 @@ class VectorIndex:
         top = top[np.argsort(-scores[top])]
         return [(int(i), float(scores[i])) for i in top if np.isfinite(scores[i])]
 
-    def _margins(self, ids: np.ndarray, sentences: bool, questions: bool) -> np.ndarray:
+    def _margins(self, ids: np.ndarray | slice, sentences: bool, questions: bool) -> np.ndarray:
         """What each of the rows ``ids`` gives up to stand for its chunk; +inf for a kind switched off."""
         kind = self.is_question[ids]
         return np.where(kind, QUESTION_MARGIN if questions else np.inf, SENTENCE_MARGIN if sentences else np.inf)
@@ -306,9 +306,8 @@ class VectorIndex:
         query = query.astype(np.float32)
         scores = self.matrix @ query
         if (sentences or questions) and len(self.sentence_rows):
-            every = np.arange(len(self.sentence_rows))
             np.maximum.at(scores, self.sentence_rows,
-                          self.sentences @ query - self._margins(every, sentences, questions))
+                          self.sentences @ query - self._margins(slice(None), sentences, questions))
         return scores
 
     def best_sentence(self, row: int, query: np.ndarray, sentences: bool = True, questions: bool = True) -> str | None:

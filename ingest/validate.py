@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .corpus import CorpusRoot, load_vocabulary, read_corpora
+from .corpus import MAX_QUESTION_CHARS, MAX_QUESTIONS, CorpusRoot, load_vocabulary, read_corpora
 from .frontmatter import FrontmatterError, parse_yaml
 from .models import FACETS, Page
 
@@ -117,6 +117,12 @@ def validate_corpus(root: Path, known_signals: set[str] | None = None) -> list[P
                     problems.append(Problem(page.path, line("ncu_signals"), f"ncu_signals[{i}] lacks {', '.join(missing)}"))
                 elif known_signals and sig["signal"] not in known_signals:
                     problems.append(Problem(page.path, line("ncu_signals"), f"unknown signal id '{sig['signal']}'"))
+        raw = page.meta.get("questions")
+        given = len(raw) if isinstance(raw, list) else int(raw is not None)
+        if given > len(page.questions):
+            problems.append(Problem(page.path, line("questions"), f"{given - len(page.questions)} of {given} questions "
+                                    f"ignored: each must be text of at most {MAX_QUESTION_CHARS} characters, "
+                                    f"{MAX_QUESTIONS} per page", "warning"))
         problems += _links(page, root, by_path)
     problems += _artifacts(root, result, by_id)
     return sorted(problems, key=lambda p: (p.path, p.line, p.message))

@@ -25,3 +25,17 @@ def test_corpus_minimums():
     assert counts["hardware"] >= 15 and counts["kernels"] >= 12 and counts["languages"] >= 5 and counts["migration"] >= 4
     assert len(list((REPO / "corpus" / "sources").rglob("*.md"))) >= 60
     assert len(list((REPO / "corpus" / "artifacts").glob("*/PROVENANCE.yaml"))) >= 15
+
+
+def test_questions_that_cannot_be_used_are_reported(tmp_path):
+    import shutil
+
+    root = tmp_path / "c"
+    shutil.copytree(DATA / "mini", root)
+    page = root / "wiki" / "patterns" / "tail.md"
+    text = page.read_text()
+    bad = 'questions:\n  - "why do the last CTAs run alone?"\n  - {nested: map}\n  - "' + "x" * 500 + '"\n'
+    page.write_text(text.replace("\n---\n", "\n" + bad + "---\n", 1))
+    problems = [p for p in validate_corpus(root) if p.path == "wiki/patterns/tail.md" and "questions" in p.message]
+    assert len(problems) == 1 and problems[0].level == "warning" and problems[0].line > 1
+    assert "2 of 3 questions ignored" in problems[0].message
