@@ -61,6 +61,10 @@ def test_fixes_name_the_pattern_that_lifted_them(page, server, http):
     assert fixes and page.locator(".fix-of").count() == len(fixes)  # "a fix named by <pattern>", as the API says
     for i, pattern in fixes:
         assert page.locator("li.hit").nth(i).locator(".fix-of a").inner_text() == pattern
+    related = [(i, h["why"]["related_to"]) for i, h in enumerate(api["hits"]) if h["why"]["related_to"]]
+    assert page.locator(".related-to").count() == len(related)  # "related to <lead>", kept apart from the fixes
+    for i, lead in related:
+        assert page.locator("li.hit").nth(i).locator(".related-to a").inner_text() == lead
 
 
 def test_query_shows_tail_effect_first_and_opens_it(page, server, http):
