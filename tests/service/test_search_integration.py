@@ -135,6 +135,21 @@ def test_a_question_the_page_lists_brings_it_up(searcher):
     assert searcher.search("leftover", k=10, options=SearchOptions(vector=False, questions=False)).hits == []
 
 
+def test_an_acronym_alone_is_embedded_with_what_it_stands_for(searcher, monkeypatch):
+    assert searcher._for_model("UMMA").startswith("UMMA (tcgen05")
+    assert searcher._for_model("why does my UMMA kernel stall") == "why does my UMMA kernel stall"  # long: as typed
+
+    def about_tcgen05(resp):
+        return [h.page_id for h in resp.hits
+                if any(w in (searcher.pages[h.id].body + searcher.pages[h.id].title).lower() for w in ("tcgen05", "umma"))]
+
+    # "UMMA" alone is noise to the model: it used to land near short sentences of unrelated pages (softmax, MoE)
+    resp = searcher.search("UMMA", k=6)
+    assert resp.hits[0].page_id == "hw-tcgen05-mma" and len(about_tcgen05(resp)) == 6
+    monkeypatch.setattr(searcher, "_for_model", lambda text: text)  # the acronym alone, as before
+    assert len(about_tcgen05(searcher.search("UMMA", k=6))) <= 4  # measured: 3 of 6
+
+
 def test_a_misspelt_word_searches_the_word_it_meant(searcher):
     from kwiki.index.search import SearchOptions
     from kwiki.service.compact import compact_search
