@@ -7,7 +7,6 @@
 
 from __future__ import annotations
 
-import json
 import statistics
 from collections import defaultdict
 from typing import Any, Callable
@@ -57,11 +56,10 @@ def run_method(searcher: Searcher, questions: list[Question], method: str, corpu
     baseline = None
     if options is None:
         # The corpus' data/aliases.yaml as ingested, in file order: KernelWiki's tool knows no page aliases.
-        vocab = json.loads((searcher.path / "vocab.json").read_text())
         aliases: dict[str, list[str]] = {}
-        for name, corpus_vocab in vocab.items():
+        for name, table in searcher.corpus_aliases.items():
             if corpus is None or name == corpus:
-                for canonical, variants in corpus_vocab.get("aliases", {}).items():
+                for canonical, variants in table.items():
                     aliases.setdefault(canonical, []).extend(variants)
         pages = {k: p for k, p in searcher.pages.items() if corpus is None or p.corpus == corpus}
         baseline = KeywordBaseline(pages, aliases)

@@ -123,10 +123,9 @@ class BM25Index:
 
     def build_query(self, q: BM25Query) -> tantivy.Query | None:
         should: list[tuple[tantivy.Occur, tantivy.Query]] = []
+        fields = {n: b for n, b in FIELD_BOOSTS.items() if q.questions or n != "questions"}
         for term, weight in q.terms:
-            for name, boost in FIELD_BOOSTS.items():
-                if name == "questions" and not q.questions:
-                    continue
+            for name, boost in fields.items():
                 tq = tantivy.Query.term_query(self.schema, name, term)
                 should.append((tantivy.Occur.Should, tantivy.Query.boost_query(tq, boost * weight)))
         for term, weight in q.idents:

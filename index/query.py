@@ -105,10 +105,15 @@ class QueryPlan:
     text: str
     prose: list[str]
     idents: list[str]
-    aliases: list[str]  # canonical terms of matched alias groups
+    groups: list[AliasGroup]  # alias groups the text matched, whose phrases were searched too
     bm25: BM25Query
     filters: Filters
     corrections: list[tuple[str, str]] = field(default_factory=list)  # (word typed, indexed term searched)
+
+    @property
+    def aliases(self) -> list[str]:
+        """Canonical terms of the matched alias groups."""
+        return [g.canonical for g in self.groups]
 
 
 def clauses(text: str, min_words: int = 3) -> list[str]:
@@ -148,11 +153,10 @@ def plan_query(text: str, aliases: AliasTable, filters: Filters, use_aliases: bo
     prose, idents = query_tokens(text)
     terms = [(t, 1.0) for t in prose]
     ident_terms = [(t, 1.0) for t in idents]
-    matched: list[str] = []
-    if use_aliases:
+    matched = aliases.match(text)[:8] if use_aliases else []
+    if matched:
         seen = set(prose) | set(idents)
-        for group in aliases.match(text)[:8]:
-            matched.append(group.canonical)
+        for group in matched:
             for phrase in group.phrases()[:10]:
                 for tok in prose_tokens(str(phrase).replace("-", " "), drop_stopwords=True):
                     if tok not in seen:
@@ -182,7 +186,7 @@ def plan_query(text: str, aliases: AliasTable, filters: Filters, use_aliases: bo
             query.must_filters.append([f"{prefix}:{v}" for v in values])
     if filters.architecture:
         query.must_filters.append([f"arch:{v}" for v in filters.architecture])
-    return QueryPlan(text=text, prose=prose, idents=idents, aliases=matched, bm25=query, filters=filters,
+    return QueryPlan(text=text, prose=prose, idents=idents, groups=matched, bm25=query, filters=filters,
                      corrections=corrections)
 
 

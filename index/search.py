@@ -66,10 +66,12 @@ ROLLUP_EXTRA = 0.1  # page = best chunk + 0.1 x the next two
 #: + 0.1 / 0.2 / 0.3 x the lead's score tried, on the 250-question dev split) 0.876 -> 0.881 corpus, 0.851 -> 0.853
 #: kernelwiki. Multiplying keeps a related page the query does not touch out of the top ten: an added share of
 #: the lead's score (0.882 / 0.854) pushed four related pages above the migration pages of a porting question.
-SHORT_QUERY_WORDS = 2
-SHORT_QUERY_PHRASES = 3
 FIX_SHARE = 0.4
 RELATED_LIFT = 0.2
+#: A query of at most SHORT_QUERY_WORDS words that names an alias is embedded with the first SHORT_QUERY_PHRASES
+#: phrases of its group ("UMMA (tcgen05, tcgen05.mma, ...)"), ``Searcher._for_model``.
+SHORT_QUERY_WORDS = 2
+SHORT_QUERY_PHRASES = 3
 _PAGE_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,200}$")
 
 
@@ -104,6 +106,7 @@ class Searcher:
     arch_vocab: set[str]
     embedder: vectors.Embedder | None = None
     threads: int = 2
+    corpus_aliases: dict[str, dict[str, list[str]]] = field(default_factory=dict)  # corpus -> its data/aliases.yaml
     # Derived once in __post_init__, never per query.
     page_keys: list[str] = field(init=False)
     page_pos: dict[str, int] = field(init=False)  # page key -> position in page_keys
@@ -177,6 +180,7 @@ class Searcher:
             chunk_rows=rows, bm25=BM25Index(build / "bm25"),
             vindex=vectors.VectorIndex(matrix, sentence_matrix, sentence_rows, sentence_texts, is_question), aliases=aliases,
             artifacts=artifacts, arch_vocab=arch_vocab, embedder=embedder, threads=threads,
+            corpus_aliases={name: v.get("aliases", {}) for name, v in vocab.items()},
         )
 
     def _embedder(self) -> vectors.Embedder:
@@ -273,7 +277,7 @@ class Searcher:
             # clue ("DRAM 35% of peak", "stalls on the load") lands near the sentence that says it. Dev nDCG@10
             # 0.864 -> 0.872 (corpus), 0.835 -> 0.847 (kernelwiki); no slower, the clauses are as many word pieces.
             parts = clauses(text) if options.clauses else []
-            vecs = self._embedder().encode(parts or [self._for_model(text) if options.aliases else text])
+            vecs = self._embedder().encode(parts or [self._for_model(text, plan)])
             qvec = vecs.mean(axis=0)
             qvec /= max(float(np.linalg.norm(qvec)), 1e-12)  # stands for the query in ``best_sentence``
             vec_hits = self.vindex.search(vecs, CANDIDATES, mask[1] if mask else None, sentences=options.sentences,
@@ -325,13 +329,15 @@ class Searcher:
             index={"build_id": self.manifest.build_id, "corpus_hash": self.manifest.corpus_hash[:12]},
         )
 
-    def _for_model(self, text: str) -> str:
+    @staticmethod
+    def _for_model(text: str, plan: QueryPlan) -> str:
         """What the model embeds for a query of a few words that names an alias ("UMMA", "TMEM"): the words and
-        their alias group's first phrases. An acronym alone is noise to MiniLM and lands near any short sentence."""
+        their alias group's first phrases (the plan's groups: none when aliases are off). An acronym alone is
+        noise to MiniLM and lands near any short sentence."""
         if len(text.split()) > SHORT_QUERY_WORDS:
             return text
-        groups = self.aliases.match(text)[:2]
-        named = [p for g in groups for p in g.phrases()[:SHORT_QUERY_PHRASES] if norm_phrase(p) != norm_phrase(text)]
+        named = [p for g in plan.groups[:2] for p in g.phrases()[:SHORT_QUERY_PHRASES]
+                 if norm_phrase(p) != norm_phrase(text)]
         return f"{text} ({', '.join(dict.fromkeys(named))})" if named else text
 
     def _rank_order(self, item: tuple[str, float]) -> tuple[float, str]:

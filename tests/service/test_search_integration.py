@@ -136,8 +136,13 @@ def test_a_question_the_page_lists_brings_it_up(searcher):
 
 
 def test_an_acronym_alone_is_embedded_with_what_it_stands_for(searcher, monkeypatch):
-    assert searcher._for_model("UMMA").startswith("UMMA (tcgen05")
-    assert searcher._for_model("why does my UMMA kernel stall") == "why does my UMMA kernel stall"  # long: as typed
+    from kwiki.index.query import Filters, plan_query
+
+    def for_model(text):
+        return searcher._for_model(text, plan_query(text, searcher.aliases, Filters()))
+
+    assert for_model("UMMA").startswith("UMMA (tcgen05")
+    assert for_model("why does my UMMA kernel stall") == "why does my UMMA kernel stall"  # long: as typed
 
     def about_tcgen05(resp):
         return [h.page_id for h in resp.hits
@@ -146,7 +151,7 @@ def test_an_acronym_alone_is_embedded_with_what_it_stands_for(searcher, monkeypa
     # "UMMA" alone is noise to the model: it used to land near short sentences of unrelated pages (softmax, MoE)
     resp = searcher.search("UMMA", k=6)
     assert resp.hits[0].page_id == "hw-tcgen05-mma" and len(about_tcgen05(resp)) == 6
-    monkeypatch.setattr(searcher, "_for_model", lambda text: text)  # the acronym alone, as before
+    monkeypatch.setattr(searcher, "_for_model", lambda text, plan: text)  # the acronym alone, as before
     assert len(about_tcgen05(searcher.search("UMMA", k=6))) <= 4  # measured: 3 of 6
 
 
