@@ -13,7 +13,7 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -26,26 +26,10 @@ from .build import current_build
 from .fusion import convex, rollup
 from .manifest import Manifest, read_manifest
 from .query import AliasTable, Filters, QueryPlan, clauses, clean_query, norm_phrase, plan_query
+from .ranking import lift_links, page_priors
 from .results import Correction, Hit, Interpreted, PageResponse, SearchResponse, SourceRef, Why
+from .snippets import make_snippet, matched_terms
 
-#: Curated pages first: KernelWiki has ~50 PR pages for every wiki page.
-TYPE_PRIOR = {
-    "pattern": 1.0, "technique": 1.0, "hardware": 1.0, "kernel": 1.0, "language": 1.0, "migration": 1.0, "ncu": 1.0,
-    "source-doc": 0.85, "source-paper": 0.85, "source-blog": 0.8, "source-contest": 0.75, "source-pr": 0.85,
-    "experience": 0.7,
-}
-DEFAULT_PRIOR = 0.8
-#: A query that asks for a PR ("which PR", "pull request", "merged") lifts PR pages above the wiki.
-_PR_INTENT = re.compile(r"\b(PRs?|pull requests?|merged|commit)\b|#\d+", re.I)
-PR_INTENT_PRIOR = 1.15
-#: A query about moving code between generations ("porting to sm100", "what replaces wgmma.wait_group",
-#: "do I still need ldmatrix") lifts the migration pages (dev nDCG@10 of migration questions 0.82 -> 0.88).
-_MIGRATION_INTENT = re.compile(
-    r"\b(port(s|ing|ed)?|migrat\w*|moving|move|upgrad\w*|replaces?|instead of|equivalent|still need)\b", re.I)
-MIGRATION_PRIOR = 1.5
-#: A query that names a project ("tilelang pass that ...", "the sglang config for small M") gives that
-#: project's PR pages the PR-intent prior too (tuned on the kernelwiki dev split).
-REPO_PRIOR = 1.15
 CANDIDATES = 200
 #: Fusion settings, tuned on the dev split of the corpus suite (evals/README.md). Whole-page BM25 and
 #: mean-of-chunk page vectors were tried as extra fused lists and did not help (dev nDCG@10 0.786 and 0.725 vs 0.787).
@@ -57,17 +41,6 @@ SYMPTOM_ROUTE = 0.8  # pattern pages reached by symptom only (KernelWiki: no met
 #: fusion (k=60, equal weights): dev nDCG@10 0.824 -> 0.859 (corpus), 0.807 -> 0.833 (kernelwiki).
 WEIGHTS = (0.45, 0.55)
 ROLLUP_EXTRA = 0.1  # page = best chunk + 0.1 x the next two
-#: The page that leads a ranking brings up the pages it links, capped just below its own score: a pattern
-#: page the techniques it names as fixes (``candidate_techniques``, + FIX_SHARE x its score), any page its
-#: ``related`` pages (x 1 + RELATED_LIFT). Not when an NCU signal was routed: routing lifts its own pages (with
-#: the related lift on there too, dev 0.882 -> 0.881).
-#: Dev nDCG@10: fixes 0.869 -> 0.883 (corpus; symptom questions 0.77 -> 0.82), 0.839 -> 0.835 (kernelwiki,
-#: whose labels rarely count a technique as useful for a symptom); related pages x 1.2 (x 1.35 / x 1.5 and
-#: + 0.1 / 0.2 / 0.3 x the lead's score tried, on the 250-question dev split) 0.876 -> 0.881 corpus, 0.851 -> 0.853
-#: kernelwiki. Multiplying keeps a related page the query does not touch out of the top ten: an added share of
-#: the lead's score (0.882 / 0.854) pushed four related pages above the migration pages of a porting question.
-FIX_SHARE = 0.4
-RELATED_LIFT = 0.2
 #: A query of at most SHORT_QUERY_WORDS words that names an alias is embedded with the first SHORT_QUERY_PHRASES
 #: phrases of its group ("UMMA (tcgen05, tcgen05.mma, ...)"), ``Searcher._for_model``.
 SHORT_QUERY_WORDS = 2
@@ -289,7 +262,8 @@ class Searcher:
         best_chunk: dict[str, int] = {}
         for row, _ in sorted(fused.items(), key=lambda x: -x[1]):
             best_chunk.setdefault(self.chunk_page[row], row)
-        priors = self._priors(page_scores, text) if options.type_prior else dict.fromkeys(page_scores, 1.0)
+        priors = (page_priors(self.pages, page_scores, text, self.page_repo, self.repo_names)
+                  if options.type_prior else dict.fromkeys(page_scores, 1.0))
         for key, prior in priors.items():
             page_scores[key] *= prior
         signal_pages = self._signal_pages(signals, f) if signals else {}
@@ -302,7 +276,10 @@ class Searcher:
                 floor = SIGNAL_FLOOR if self.pages[key].ncu_signals else SIGNAL_FLOOR_NO_NCU
                 page_scores[key] = max(boosted, floor * top * weight)
                 priors.setdefault(key, 1.0)
-        lifted = self._lift_links(page_scores, mask) if options.links and not signals else {}
+        lifted: dict[str, tuple[str, str]] = {}
+        if options.links and not signals:
+            lifted = lift_links(page_scores, self.pages, self.find_page, self._rank_order,
+                                lambda key: mask is None or bool(mask[0][self.page_pos[key]]))
         for key in lifted:
             priors.setdefault(key, 1.0)
         ranked = sorted(page_scores.items(), key=self._rank_order)[: int(k)]
@@ -343,58 +320,6 @@ class Searcher:
     def _rank_order(self, item: tuple[str, float]) -> tuple[float, str]:
         """Sort key of (page key, score): best first, ties by path."""
         return -item[1], self.pages[item[0]].path
-
-    def _priors(self, keys: Iterable[str], text: str) -> dict[str, float]:
-        """The type prior of each page, replaced by an intent prior when the query asks for PRs ("the cutlass PR
-        that added ..."), names a project whose PR pages the index holds, or is about porting code."""
-        wants_pr = bool(_PR_INTENT.search(text))
-        wants_migration = bool(_MIGRATION_INTENT.search(text))
-        named = self._named_repos(text)
-        out = {}
-        for key in keys:
-            ptype = self.pages[key].type
-            if wants_pr and ptype == "source-pr":
-                out[key] = PR_INTENT_PRIOR
-            elif named and self.page_repo.get(key) in named:
-                out[key] = REPO_PRIOR
-            elif wants_migration and ptype == "migration":
-                out[key] = MIGRATION_PRIOR
-            else:
-                out[key] = TYPE_PRIOR.get(ptype, DEFAULT_PRIOR)
-        return out
-
-    def _lift_links(self, page_scores: dict[str, float],
-                    mask: tuple[np.ndarray, np.ndarray] | None) -> dict[str, tuple[str, str]]:
-        """The leading page brings up the pages it points to, each kept below it: the techniques a pattern page
-        names as fixes (``candidate_techniques``) gain ``FIX_SHARE`` x the lead's score, its ``related`` pages
-        ``RELATED_LIFT`` x their own (a related page the query does not touch stays where it is).
-
-        Returns {lifted page key: ("fix" or "related", the lead's key)}, for ``why.fix_of`` / ``why.related_to``.
-        """
-        if not page_scores:
-            return {}
-        lead, lead_score = min(page_scores.items(), key=self._rank_order)
-        page = self.pages[lead]
-        links = [(t, "fix") for t in page.candidate_techniques if page.type == "pattern"]
-        links += [(r, "related") for r in page.related]
-        lifted: dict[str, tuple[str, str]] = {}
-        for target, kind in links:
-            other = self.find_page(target, page.corpus)
-            if other is None or other.key == lead or other.key in lifted or (
-                    mask is not None and not mask[0][self.page_pos[other.key]]):
-                continue
-            own = page_scores.get(other.key, 0.0)
-            raised = own + FIX_SHARE * lead_score if kind == "fix" else own * (1 + RELATED_LIFT)
-            # a page lifted by a link ranks below the page that links it, never above
-            page_scores[other.key] = min(raised, 0.999 * lead_score)
-            lifted[other.key] = (kind, lead)
-        return lifted
-
-    def _named_repos(self, text: str) -> set[str]:
-        """Projects of PR pages the query names ("flashinfer", "deep_gemm", "TensorRT-LLM")."""
-        words = norm_phrase(text).split()
-        joined = {"".join(words[i : i + n]) for n in (1, 2, 3) for i in range(len(words) - n + 1)}
-        return self.repo_names & joined
 
     def _route(self, text: str) -> list[dict[str, Any]]:
         try:
@@ -484,26 +409,3 @@ class Searcher:
         from kwiki.ingest.ledger_pages import ledger_summary
 
         return ledger_summary(self, page.id)
-
-
-def matched_terms(text: str, terms: list[str]) -> list[str]:
-    low = text.lower()
-    return [t for t in terms if t in low][:12]
-
-
-def make_snippet(text: str, terms: list[str], width: int = 320) -> str:
-    """Up to ``width`` characters around the first matched term, on word boundaries."""
-    flat = " ".join(text.split())
-    if len(flat) <= width:
-        return flat
-    low = flat.lower()
-    positions = [low.find(t) for t in terms if t and low.find(t) >= 0]
-    start = max(0, min(positions) - width // 4) if positions else 0
-    if start > 0:
-        space = flat.find(" ", start)
-        start = space + 1 if 0 <= space < start + 30 else start
-    end = min(len(flat), start + width)
-    cut = flat[start:end]
-    if end < len(flat) and " " in cut[-30:]:
-        cut = cut[: cut.rfind(" ")]
-    return ("… " if start > 0 else "") + cut + (" …" if end < len(flat) else "")

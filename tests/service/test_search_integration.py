@@ -92,7 +92,7 @@ def test_hit_names_the_sentence_that_matched(searcher):
 
 
 def test_porting_question_lifts_migration_pages(searcher):
-    from kwiki.index.search import MIGRATION_PRIOR
+    from kwiki.index.ranking import MIGRATION_PRIOR
 
     porting = searcher.search("what do my Hopper ping-pong consumer warpgroups become when porting the GEMM to sm100", k=5)
     migration = [h for h in porting.hits if h.type == "migration"]
