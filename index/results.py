@@ -26,6 +26,8 @@ class Why(BaseModel):
         None, description="The page's sentence, or a question the page lists, whose vector ranked the chunk, when one did")
     fix_of: str | None = Field(None, description="The leading pattern page that names this page as a fix, when it lifted it")
     related_to: str | None = Field(None, description="The leading page that lists this page as related, when it lifted it")
+    clause: str | None = Field(
+        None, description="For a long query read clause by clause: the clause this page's sections match most closely")
 
 
 class Hit(BaseModel):

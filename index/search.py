@@ -300,6 +300,8 @@ class Searcher:
                 sentence = self.vindex.best_sentence(row, qvec, options.sentences, options.questions)
             hits.append(self._hit(page, score, row, plan, bm25_rank, vec_rank, priors.get(key, 1.0),
                                   [sig[1]] if sig else [], sentence, lifted.get(key)))
+        if len(parts) > 1 and hits:
+            self._mark_clauses(hits, parts, vecs)
         took = (time.perf_counter() - started) * 1000
         return SearchResponse(
             query=text, k=int(k),
@@ -309,6 +311,17 @@ class Searcher:
                                     corrections=[Correction(typed=a, searched=b) for a, b in plan.corrections]),
             index={"build_id": self.manifest.build_id, "corpus_hash": self.manifest.corpus_hash[:12]},
         )
+
+    def _mark_clauses(self, hits: list[Hit], parts: list[str], vecs: np.ndarray) -> None:
+        """Set ``why.clause`` of each hit: the clause of a long query its page answers best *relative to the other
+        hits* (a short clause like "DRAM 85% of peak" sits close to every memory page; what tells pages apart is
+        which clue each covers better than the rest: a z-score per clause over the hits)."""
+        scores = np.stack([
+            self.vindex.clause_scores(np.flatnonzero(self.page_index == self.page_pos[h.id]), vecs)
+            if h.id in self.page_pos else np.zeros(len(parts), dtype=np.float32) for h in hits])
+        relative = (scores - scores.mean(axis=0)) / np.maximum(scores.std(axis=0), 1e-3)
+        for hit, rel, own in zip(hits, relative, scores):
+            hit.why.clause = parts[int(np.argmax(rel + 1e-3 * own))]
 
     @staticmethod
     def _for_model(text: str, plan: QueryPlan) -> str:

@@ -310,6 +310,13 @@ class VectorIndex:
                           self.sentences @ query - self._margins(slice(None), sentences, questions))
         return scores
 
+    def clause_scores(self, rows: np.ndarray, clauses: np.ndarray) -> np.ndarray:
+        """For each clause vector (rows of ``clauses``), its best cosine with the chunks ``rows`` (one page's)
+        or with any of their sentences and listed questions."""
+        ids = np.concatenate([self._by_row[slice(*np.searchsorted(self._sorted_rows, (r, r + 1)))] for r in rows])
+        vecs = np.vstack([self.matrix[rows], self.sentences[ids]]) if len(ids) else self.matrix[rows]
+        return (vecs @ clauses.astype(np.float32).T).max(axis=0)
+
     def best_sentence(self, row: int, query: np.ndarray, sentences: bool = True, questions: bool = True) -> str | None:
         """The sentence or question that stood in for chunk ``row`` in :meth:`search`, or None when the chunk's
         own vector won."""

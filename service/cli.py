@@ -168,6 +168,8 @@ def search(
             typer.echo(f"    a fix named by {h.why.fix_of}")
         if h.why.related_to:
             typer.echo(f"    related to {h.why.related_to}")
+        if h.why.clause:
+            typer.echo(f"    answers: \"{h.why.clause[:200]}\"")
         if h.sources:
             typer.echo("    sources: " + ", ".join(s.url or s.id for s in h.sources[:3]))
     if not resp.hits:

@@ -44,6 +44,7 @@ class CompactHit(BaseModel):
     matched: str | None = Field(None, description="The page's sentence that matched the query, when one did")
     fix_of: str | None = Field(None, description="The leading pattern page that names this page as a fix")
     related_to: str | None = Field(None, description="The leading page that lists this page as related")
+    clause: str | None = Field(None, description="For a long query: the clause this page answers most closely")
     sources: list[Source] = Field(default_factory=list)
 
 
@@ -107,7 +108,7 @@ def compact_search(resp: SearchResponse) -> CompactSearch:
         corrections=[f"{c.typed} -> {c.searched}" for c in resp.interpreted.corrections],
         hits=[CompactHit(id=h.id, title=h.title, type=h.type, corpus=h.corpus, confidence=h.confidence,
                          score=h.score, snippet=h.snippet[:SNIPPET_CHARS], matched=h.why.sentence, fix_of=h.why.fix_of,
-                         related_to=h.why.related_to,
+                         related_to=h.why.related_to, clause=h.why.clause,
                          sources=_sources(h.sources, MAX_HIT_SOURCES))
               for h in resp.hits],
     )

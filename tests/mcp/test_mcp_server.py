@@ -102,10 +102,11 @@ def test_search_returns_the_tail_effect_page_first_as_get_search_does(stdio_sess
     assert [h["confidence"] for h in doc["hits"]] == [h["confidence"] for h in api["hits"]]
     first = doc["hits"][0]
     assert set(first) == {"id", "title", "type", "corpus", "confidence", "score", "snippet", "matched", "fix_of",
-                          "related_to", "sources"}
+                          "related_to", "clause", "sources"}
     assert first["matched"] == api["hits"][0]["why"]["sentence"]  # the sentence that matched, as GET /search says
     assert [h["fix_of"] for h in doc["hits"]] == [h["why"]["fix_of"] for h in api["hits"]]
     assert [h["related_to"] for h in doc["hits"]] == [h["why"]["related_to"] for h in api["hits"]]
+    assert [h["clause"] for h in doc["hits"]] == [h["why"]["clause"] for h in api["hits"]]
     assert first["sources"] and len(first["snippet"]) <= 320
     # Compact: a fraction of the HTTP document, which carries ranking internals.
     assert len(json.dumps(doc)) < len(json.dumps(api))

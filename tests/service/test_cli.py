@@ -36,6 +36,15 @@ def test_search_says_what_it_also_searched(tmp_path, corpus_index):
     assert "also searched: schedulrs -> schedul" in out.stdout
 
 
+def test_search_says_which_clause_each_hit_answers(tmp_path, corpus_index):
+    q = "DRAM throughput is 85% of peak, the kernel stalls on long scoreboard and the L2 hit rate is 30%"
+    out = kwiki("search", q, "-k", "3", cwd=tmp_path, index=corpus_index)
+    assert out.returncode == 0, out.stderr
+    assert "matched clause by clause" in out.stdout
+    answers = [line.split("answers: ", 1)[1].strip('"') for line in out.stdout.splitlines() if "answers: " in line]
+    assert len(answers) == 3 and all(a in q for a in answers)
+
+
 def test_page_and_missing_index_message(tmp_path, corpus_index):
     out = kwiki("page", "pattern-tail-effect", "--json", cwd=tmp_path, index=corpus_index)
     assert out.returncode == 0 and json.loads(out.stdout)["page_id"] == "pattern-tail-effect"
