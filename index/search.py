@@ -248,6 +248,7 @@ class Searcher:
         bm25_hits = self.bm25.search(plan.bm25, CANDIDATES) if options.bm25 else []
         vec_hits: list[tuple[int, float]] = []
         qvec = None
+        vecs = np.zeros((0, vectors.DIM), dtype=np.float32)  # the query vector(s): one, or one per clause
         parts: list[str] = []
         if options.vector:
             # A long query is embedded clause by clause: one mean-pooled vector for 40 words is a blur, while each

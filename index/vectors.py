@@ -271,6 +271,8 @@ class VectorIndex:
         # the sentences of chunk r are _by_row[lo:hi] where (lo, hi) = searchsorted(_sorted_rows, (r, r + 1))
         self._by_row = np.argsort(self.sentence_rows, kind="stable")
         self._sorted_rows = self.sentence_rows[self._by_row]
+        # the chunks that have sentences, and where each one's run starts in _sorted_rows (for maximum.reduceat)
+        self._rows_with, self._run_starts = np.unique(self._sorted_rows, return_index=True)
         _one_blas_thread()
 
     def search(self, query: np.ndarray, limit: int, mask: np.ndarray | None = None, sentences: bool = True,
@@ -281,14 +283,12 @@ class VectorIndex:
         ``1 - PAGE_SHARE``, so a page whose sections between them cover every clue ranks up."""
         if self.matrix.shape[0] == 0:
             return []
-        each = [self._scores(q, sentences, questions) for q in np.atleast_2d(query)]
-        if len(each) > 1 and pages is not None and len(pages):
-            n_pages = int(pages.max()) + 1
-            for i, own in enumerate(each):
-                best = np.full(n_pages, -np.inf, dtype=own.dtype)
-                np.maximum.at(best, pages, own)
-                each[i] = (1 - PAGE_SHARE) * own + PAGE_SHARE * best[pages]
-        scores = np.mean(each, axis=0)
+        each = self._scores(np.atleast_2d(query), sentences, questions)  # chunks x query vectors
+        if each.shape[1] > 1 and pages is not None and len(pages):
+            best = np.full((int(pages.max()) + 1, each.shape[1]), -np.inf, dtype=each.dtype)
+            np.maximum.at(best, pages, each)
+            each = (1 - PAGE_SHARE) * each + PAGE_SHARE * best[pages]
+        scores = each.mean(axis=1)
         if mask is not None:
             scores = np.where(mask, scores, -np.inf)
         limit = min(limit, scores.shape[0])
@@ -301,13 +301,16 @@ class VectorIndex:
         kind = self.is_question[ids]
         return np.where(kind, QUESTION_MARGIN if questions else np.inf, SENTENCE_MARGIN if sentences else np.inf)
 
-    def _scores(self, query: np.ndarray, sentences: bool, questions: bool = True) -> np.ndarray:
-        """Per chunk: the better of its cosine and its best sentence's (or question's) minus the margin."""
-        query = query.astype(np.float32)
-        scores = self.matrix @ query
+    def _scores(self, queries: np.ndarray, sentences: bool, questions: bool = True) -> np.ndarray:
+        """Per chunk and query vector (rows of ``queries``): the better of the chunk's cosine and its best
+        sentence's (or question's) minus the margin. One matrix product for all the clauses of a query, and a
+        segmented max over the sentences sorted by chunk (``np.maximum.at`` was most of the time of a long query)."""
+        queries = queries.astype(np.float32)
+        scores = self.matrix @ queries.T
         if (sentences or questions) and len(self.sentence_rows):
-            np.maximum.at(scores, self.sentence_rows,
-                          self.sentences @ query - self._margins(slice(None), sentences, questions))
+            sent = self.sentences @ queries.T - self._margins(slice(None), sentences, questions)[:, None]
+            best = np.maximum.reduceat(sent[self._by_row], self._run_starts, axis=0)
+            scores[self._rows_with] = np.maximum(scores[self._rows_with], best)
         return scores
 
     def clause_scores(self, rows: np.ndarray, clauses: np.ndarray) -> np.ndarray:
