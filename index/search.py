@@ -274,11 +274,15 @@ class Searcher:
         signal_pages = self._signal_pages(signals, f) if signals else {}
         if signal_pages:
             top = max(page_scores.values(), default=1.0)
+            # Pages routed by their own metric names (kwiki's) are the sharper evidence: when any was routed, pages
+            # reached by symptom only (KernelWiki's) get the same floor instead of the higher one that lets them
+            # lead an index of KernelWiki pages alone.
+            by_metric = any(self.pages[key].ncu_signals for key in signal_pages)
             for key, (weight, sig) in signal_pages.items():
                 boosted = page_scores.get(key, 0.0) + SIGNAL_BOOST * top * weight
                 # A page the signal names ranks near the top even when its text lacks NCU words
                 # (KernelWiki's pattern pages have symptoms but no metric names).
-                floor = SIGNAL_FLOOR if self.pages[key].ncu_signals else SIGNAL_FLOOR_NO_NCU
+                floor = SIGNAL_FLOOR if self.pages[key].ncu_signals or by_metric else SIGNAL_FLOOR_NO_NCU
                 page_scores[key] = max(boosted, floor * top * weight)
                 priors.setdefault(key, 1.0)
         lifted: dict[str, tuple[str, str]] = {}
