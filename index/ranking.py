@@ -1,5 +1,6 @@
 """Page-level ranking stages after fusion: priors by page type and query intent, and the lift a leading page
-gives the pages it links. Pure functions over the pages, so the tuning scripts and tests can call them alone.
+gives the pages it links. Functions of the pages and scores they are given, with no Searcher state, so tuning
+scripts and tests can call them alone.
 
     >>> from kwiki.index.ranking import named_repos
     >>> sorted(named_repos("the flashinfer PR for sm100 decode", {"flashinfer", "cutlass"}))
@@ -54,7 +55,7 @@ def named_repos(text: str, repo_names: set[str]) -> set[str]:
 
 
 def page_priors(pages: dict[str, Page], keys: Iterable[str], text: str, page_repo: dict[str, str],
-           repo_names: set[str]) -> dict[str, float]:
+                repo_names: set[str]) -> dict[str, float]:
     """The type prior of each page, replaced by an intent prior when the query asks for PRs ("the cutlass PR
     that added ..."), names a project whose PR pages the index holds (``page_repo``: PR page key -> project), or
     is about porting code."""

@@ -321,9 +321,8 @@ class Searcher:
         """Set ``why.clause`` of each hit: the clause of a long query its page answers best *relative to the other
         hits* (a short clause like "DRAM 85% of peak" sits close to every memory page; what tells pages apart is
         which clue each covers better than the rest: a z-score per clause over the hits)."""
-        scores = np.stack([
-            self.vindex.clause_scores(np.flatnonzero(self.page_index == self.page_pos[h.id]), vecs)
-            if h.id in self.page_pos else np.zeros(len(parts), dtype=np.float32) for h in hits])
+        scores = np.stack([self.vindex.clause_scores(np.flatnonzero(self.page_index == self.page_pos[h.id]), vecs)
+                           for h in hits])
         relative = (scores - scores.mean(axis=0)) / np.maximum(scores.std(axis=0), 1e-3)
         for hit, rel, own in zip(hits, relative, scores):
             hit.why.clause = parts[int(np.argmax(rel + 1e-3 * own))]

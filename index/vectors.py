@@ -316,6 +316,8 @@ class VectorIndex:
     def clause_scores(self, rows: np.ndarray, clauses: np.ndarray) -> np.ndarray:
         """For each clause vector (rows of ``clauses``), its best cosine with the chunks ``rows`` (one page's)
         or with any of their sentences and listed questions."""
+        if not len(rows):
+            return np.full(len(clauses), -1.0, dtype=np.float32)
         ids = np.concatenate([self._by_row[slice(*np.searchsorted(self._sorted_rows, (r, r + 1)))] for r in rows])
         vecs = np.vstack([self.matrix[rows], self.sentences[ids]]) if len(ids) else self.matrix[rows]
         return (vecs @ clauses.astype(np.float32).T).max(axis=0)

@@ -64,6 +64,22 @@ def test_several_query_vectors_score_the_mean():
     assert dict(index.search(eye[:1], 3)) == plain  # one row is the single-vector case
 
 
+def test_sentences_stand_for_their_chunk_for_every_clause_and_clause_scores_see_them():
+    from kwiki.index.vectors import QUESTION_MARGIN, SENTENCE_MARGIN, VectorIndex
+
+    eye = np.eye(DIM, dtype=np.float32)
+    # chunk 0 has a sentence saying e_3 and a listed question saying e_4; chunk 1 has none
+    index = VectorIndex(eye[:2], np.stack([eye[3], eye[4]]), np.array([0, 0]), ["s", "q?"], np.array([False, True]))
+    scores = index._scores(np.stack([eye[3], eye[4], eye[1]]), sentences=True)  # chunks x clauses
+    assert scores[0].tolist() == pytest.approx([1 - SENTENCE_MARGIN, 1 - QUESTION_MARGIN, 0.0])
+    assert scores[1].tolist() == pytest.approx([0.0, 0.0, 1.0])
+    off = index._scores(np.stack([eye[3], eye[4]]), sentences=False, questions=False)
+    assert off[0].tolist() == pytest.approx([0.0, 0.0])
+    # which clause a page (here chunk 0) answers: its sentences and questions count, with no margin
+    assert index.clause_scores(np.array([0]), np.stack([eye[4], eye[1]])).tolist() == pytest.approx([1.0, 0.0])
+    assert index.clause_scores(np.array([], dtype=np.int64), eye[:2]).tolist() == [-1.0, -1.0]  # a page with no chunk
+
+
 def test_a_page_whose_sections_cover_every_clause_ranks_up():
     from kwiki.index.vectors import PAGE_SHARE, VectorIndex
 
