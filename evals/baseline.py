@@ -25,20 +25,18 @@ class KeywordBaseline:
     def __init__(self, pages: dict[str, Page], aliases: dict[str, list[str]]) -> None:
         """``aliases``: canonical -> variants, in the order of ``data/aliases.yaml``."""
         self.pages = list(pages.values())
-        self.canonical: dict[str, str] = {}
+        self.canonical: dict[str, str] = {}  # lower-cased variant or canonical -> lower-cased canonical
         for canonical, variants in aliases.items():
-            self.canonical.setdefault(str(canonical).lower(), str(canonical))
-            for v in variants:
-                self.canonical.setdefault(str(v).lower(), str(canonical))
+            for v in (canonical, *variants):
+                self.canonical.setdefault(str(v).lower(), str(canonical).lower())
         self._title = [str(p.meta.get("title", "")).lower() for p in self.pages]
         self._tags = [_tag_text(p.meta) for p in self.pages]
         self._body = [p.body.lower() for p in self.pages]
 
     def variants(self, token: str) -> list[str]:
-        canonical = self.canonical.get(token.lower())
-        if canonical and canonical.lower() != token.lower():
-            return [token.lower(), canonical.lower()]
-        return [token.lower()]
+        token = token.lower()
+        canonical = self.canonical.get(token)
+        return [token, canonical] if canonical and canonical != token else [token]
 
     def search(self, query: str, k: int = 10) -> list[tuple[str, float]]:
         expanded = [self.variants(t) for t in query.split()]

@@ -51,6 +51,9 @@ class Correction(BaseModel):
     typed: str = Field(description="A query word no index field has seen")
     searched: str = Field(description="The indexed term (as the analyzer stems it) searched in its place, at half weight")
 
+    def __str__(self) -> str:
+        return f"{self.typed} -> {self.searched}"
+
 
 class Interpreted(BaseModel):
     """How kwiki read the query, beyond the words typed."""

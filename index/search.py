@@ -31,8 +31,6 @@ from .results import Correction, Hit, Interpreted, PageResponse, SearchResponse,
 from .snippets import make_snippet, matched_terms
 
 CANDIDATES = 200
-#: Fusion settings, tuned on the dev split of the corpus suite (evals/README.md). Whole-page BM25 and
-#: mean-of-chunk page vectors were tried as extra fused lists and did not help (dev nDCG@10 0.786 and 0.725 vs 0.787).
 #: NCU routing, retuned in the sixth session on 305 dev questions (the older 188 had set 0.3 / 0.9): with
 #: 0.1 / 0.5 a routed page still reaches the top ten but no longer pushes a better-matching page down; dev
 #: nDCG@10 0.8887 -> 0.8936 corpus, each group of questions up (older, fourth- and sixth-session blind ones);
@@ -41,6 +39,8 @@ SIGNAL_BOOST = 0.1  # share of the top score added to pages an NCU signal in the
 SIGNAL_FLOOR = 0.5  # a routed page scores at least this share of the top score (times its weight)
 SIGNAL_FLOOR_NO_NCU = 1.3  # the same for pattern pages without `ncu_signals` (KernelWiki's)
 SYMPTOM_ROUTE = 0.8  # pattern pages reached by symptom only (KernelWiki: no metric names to match)
+#: Fusion settings, tuned on the dev split of the corpus suite (evals/README.md). Whole-page BM25 and
+#: mean-of-chunk page vectors were tried as extra fused lists and did not help (dev nDCG@10 0.786 and 0.725 vs 0.787).
 #: (bm25, vector) weights of the convex combination of min-max normalized scores. It replaced reciprocal rank
 #: fusion (k=60, equal weights): dev nDCG@10 0.824 -> 0.859 (corpus), 0.807 -> 0.833 (kernelwiki).
 WEIGHTS = (0.45, 0.55)
@@ -89,7 +89,7 @@ class Searcher:
     page_pos: dict[str, int] = field(init=False)  # page key -> position in page_keys
     page_index: np.ndarray = field(init=False)  # chunk row -> position in page_keys
     routable: list[tuple[str, Page]] = field(init=False)  # pages an NCU signal can point to
-    first_chunk: dict[str, int] = field(init=False)
+    page_rows: dict[str, list[int]] = field(init=False)  # page key -> its chunk rows, in order
     known_types: set[str] = field(init=False)
     known_corpora: set[str] = field(init=False)
     has_experience: bool = field(init=False)  # the index holds ledger candidates (type ``experience``)
@@ -102,9 +102,9 @@ class Searcher:
         self.page_pos = {k: i for i, k in enumerate(self.page_keys)}
         self.page_index = np.array([self.page_pos[k] for k in self.chunk_page], dtype=np.int64)
         self.routable = [(k, p) for k, p in self.pages.items() if p.type in ("pattern", "ncu")]
-        self.first_chunk = {}
+        self.page_rows = {}
         for row, key in enumerate(self.chunk_page):
-            self.first_chunk.setdefault(key, row)
+            self.page_rows.setdefault(key, []).append(row)
         self.known_types = {p.type for p in self.pages.values()}
         self.known_corpora = {p.corpus for p in self.pages.values()}
         self.has_experience = "experience" in self.known_types
@@ -297,7 +297,7 @@ class Searcher:
             page = self.pages[key]
             row = best_chunk.get(key)
             if row is None:  # reached only through an NCU signal: show its first section
-                row = self.first_chunk.get(key)
+                row = self.page_rows.get(key, [None])[0]
             sig = signal_pages.get(key)
             sentence = None
             if qvec is not None and row is not None and (options.sentences or options.questions):
@@ -321,7 +321,7 @@ class Searcher:
         """Set ``why.clause`` of each hit: the clause of a long query its page answers best *relative to the other
         hits* (a short clause like "DRAM 85% of peak" sits close to every memory page; what tells pages apart is
         which clue each covers better than the rest: a z-score per clause over the hits)."""
-        scores = np.stack([self.vindex.clause_scores(np.flatnonzero(self.page_index == self.page_pos[h.id]), vecs)
+        scores = np.stack([self.vindex.clause_scores(np.array(self.page_rows.get(h.id, []), dtype=np.int64), vecs)
                            for h in hits])
         relative = (scores - scores.mean(axis=0)) / np.maximum(scores.std(axis=0), 1e-3)
         for hit, rel, own in zip(hits, relative, scores):

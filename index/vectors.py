@@ -268,7 +268,7 @@ class VectorIndex:
         self.sentence_rows = sentence_rows if sentence_rows is not None else np.zeros(0, dtype=np.int64)
         self.sentence_texts = sentence_texts or []
         self.is_question = is_question if is_question is not None else np.zeros(len(self.sentence_rows), dtype=bool)
-        # the sentences of chunk r are _by_row[lo:hi] where (lo, hi) = searchsorted(_sorted_rows, (r, r + 1))
+        # the sentences of chunk r are _by_row[lo:hi] where (lo, hi) = searchsorted(_sorted_rows, (r, r + 1)): _sentence_ids
         self._by_row = np.argsort(self.sentence_rows, kind="stable")
         self._sorted_rows = self.sentence_rows[self._by_row]
         # the chunks that have sentences, and where each one's run starts in _sorted_rows (for maximum.reduceat)
@@ -313,20 +313,24 @@ class VectorIndex:
             scores[self._rows_with] = np.maximum(scores[self._rows_with], best)
         return scores
 
+    def _sentence_ids(self, row: int) -> np.ndarray:
+        """Rows of ``sentences`` (sentences and listed questions) that stand for chunk ``row``."""
+        lo, hi = np.searchsorted(self._sorted_rows, (row, row + 1))
+        return self._by_row[lo:hi]
+
     def clause_scores(self, rows: np.ndarray, clauses: np.ndarray) -> np.ndarray:
         """For each clause vector (rows of ``clauses``), its best cosine with the chunks ``rows`` (one page's)
         or with any of their sentences and listed questions."""
         if not len(rows):
             return np.full(len(clauses), -1.0, dtype=np.float32)
-        ids = np.concatenate([self._by_row[slice(*np.searchsorted(self._sorted_rows, (r, r + 1)))] for r in rows])
+        ids = np.concatenate([self._sentence_ids(int(r)) for r in rows])
         vecs = np.vstack([self.matrix[rows], self.sentences[ids]]) if len(ids) else self.matrix[rows]
         return (vecs @ clauses.astype(np.float32).T).max(axis=0)
 
     def best_sentence(self, row: int, query: np.ndarray, sentences: bool = True, questions: bool = True) -> str | None:
         """The sentence or question that stood in for chunk ``row`` in :meth:`search`, or None when the chunk's
         own vector won."""
-        lo, hi = np.searchsorted(self._sorted_rows, (row, row + 1))
-        ids = self._by_row[lo:hi]
+        ids = self._sentence_ids(row)
         if not len(ids) or not self.sentence_texts:
             return None
         query = query.astype(np.float32)

@@ -153,7 +153,7 @@ def search(
         typer.secho("NCU signals: " + ", ".join(s["signal"] for s in resp.signals[:3]), fg="cyan")
     read = resp.interpreted
     if read.corrections:
-        typer.secho("also searched: " + ", ".join(f"{c.typed} -> {c.searched}" for c in read.corrections), fg="cyan")
+        typer.secho("also searched: " + ", ".join(map(str, read.corrections)), fg="cyan")
     if read.clauses:
         typer.secho(f"matched clause by clause ({len(read.clauses)}): " + " | ".join(read.clauses), fg="cyan")
     for i, h in enumerate(resp.hits, 1):

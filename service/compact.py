@@ -105,7 +105,7 @@ def compact_search(resp: SearchResponse) -> CompactSearch:
     return CompactSearch(
         query=resp.query, filters=resp.filters,
         signals=[str(s.get("signal")) for s in resp.signals if s.get("signal")],
-        corrections=[f"{c.typed} -> {c.searched}" for c in resp.interpreted.corrections],
+        corrections=[str(c) for c in resp.interpreted.corrections],
         hits=[CompactHit(id=h.id, title=h.title, type=h.type, corpus=h.corpus, confidence=h.confidence,
                          score=h.score, snippet=h.snippet[:SNIPPET_CHARS], matched=h.why.sentence, fix_of=h.why.fix_of,
                          related_to=h.why.related_to, clause=h.why.clause,
