@@ -74,3 +74,9 @@ class IndexIncompatible(KwikiError):
 
 class Unavailable(KwikiError):
     status, code = 503, "unavailable"
+
+
+class RequestTimeout(KwikiError):
+    """A request ran past ``KWIKI_REQUEST_TIMEOUT_S`` (searches and diagnoses alike); the server stays up."""
+
+    status, code = 503, "timeout"

@@ -22,16 +22,23 @@ from typing import Any
 
 from pydantic import BaseModel, Field, computed_field
 
-from kwiki.errors import BadInput, KwikiError
+from kwiki.errors import BadInput, KwikiError, RequestTimeout
 
 from .catalog import load_catalog
-from .ncu_csv import MAX_BYTES, LaunchProfile, ParseResult, RuleResult, parse_bytes, parse_csv_text, parse_json_text, parse_metrics_dict
+from .ncu_csv import (MAX_BYTES, MAX_LAUNCHES, LaunchProfile, ParseResult, RuleResult, find_header, parse_bytes, parse_csv_text,
+                      parse_json_text, parse_metrics_dict)
 from .messages import message_hits
 from .routing import route
 from .rules import Evidence, Missing, evaluate
 from .signals import load_signals
 
 TOP_SIGNALS_WITH_PAGES = 3
+#: Pasted text read for ``metric=value`` pairs and console lines (a pasted report is a few KiB).
+TEXT_SCAN_CHARS = 200_000
+#: Pasted text split into rule messages, and the most messages kept.
+TEXT_RULE_CHARS, TEXT_MAX_RULES = 50_000, 200
+#: Longer lines are not ncu console lines ("DRAM Throughput    %    92.51" is under 100 characters).
+MAX_CONSOLE_LINE = 300
 SHORT_LAUNCH_NS = 10_000.0
 KEY_METRICS = ("duration", "grid_size", "block_size", "registers_per_thread", "waves_per_sm", "sm_throughput_pct",
                "memory_throughput_pct", "dram_throughput_pct", "l2_throughput_pct", "achieved_occupancy",
@@ -94,12 +101,44 @@ def _page_ref(page: Any, via: str, score: float | None = None) -> PageRef:
                    confidence=getattr(page, "confidence", None), score=score, via=via)
 
 
-def pages_for_signal(signal: str, searcher: Any, k: int = 5) -> tuple[list[PageRef], list[str]]:
+def check_deadline(deadline: float | None) -> None:
+    """Raise :class:`RequestTimeout` once ``time.monotonic()`` is past ``deadline`` (None: no deadline)."""
+    if deadline is not None and time.monotonic() > deadline:
+        raise RequestTimeout("the diagnosis took longer than the request time limit",
+                             hint="upload fewer launches (ncu -k NAME -c N) or retry")
+
+
+class PageCache:
+    """Pages per signal, looked up once per diagnosis: an export of 1,000 launches of one kernel fires the same
+    few signals 1,000 times, and each lookup is a full search. Also carries the diagnosis's deadline."""
+
+    def __init__(self, searcher: Any, k: int, deadline: float | None = None) -> None:
+        self.searcher, self.k, self.deadline = searcher, k, deadline
+        self.by_signal: dict[str, tuple[list[PageRef], list[str]]] = {}
+        self._corpora: list[str] | None = None
+        self.searches = 0
+
+    def corpora(self) -> list[str]:
+        if self._corpora is None:
+            self._corpora = sorted({str(getattr(p, "corpus", "")) for p in getattr(self.searcher, "pages", {}).values()})
+        return self._corpora
+
+    def pages(self, signal: str) -> tuple[list[PageRef], list[str]]:
+        if signal not in self.by_signal:
+            check_deadline(self.deadline)
+            self.searches += 1
+            self.by_signal[signal] = pages_for_signal(signal, self.searcher, self.k, corpora=self.corpora())
+        pages, warnings = self.by_signal[signal]
+        return [p.model_copy() for p in pages], warnings
+
+
+def pages_for_signal(signal: str, searcher: Any, k: int = 5, corpora: list[str] | None = None) -> tuple[list[PageRef], list[str]]:
     """Pattern pages of ``signal`` (every corpus that has them) merged with a search for the signal."""
     sdef = load_signals()[signal]
     out: dict[str, PageRef] = {}
     warnings: list[str] = []
-    corpora = sorted({str(getattr(p, "corpus", "")) for p in getattr(searcher, "pages", {}).values()})
+    if corpora is None:
+        corpora = sorted({str(getattr(p, "corpus", "")) for p in getattr(searcher, "pages", {}).values()})
     for pid in sdef.patterns:
         for corpus in [None, *corpora]:
             page = searcher.find_page(pid, corpus) if corpus else searcher.find_page(pid)
@@ -118,8 +157,11 @@ def pages_for_signal(signal: str, searcher: Any, k: int = 5) -> tuple[list[PageR
 
 
 # ------------------------------------------------------------------ core
-def diagnose_profile(p: LaunchProfile, searcher: Any = None, k: int = 5, context: dict[str, float] | None = None) -> tuple[LaunchDiagnosis, list[str]]:
+def diagnose_profile(p: LaunchProfile, searcher: Any = None, k: int = 5, context: dict[str, float] | None = None,
+                     cache: PageCache | None = None) -> tuple[LaunchDiagnosis, list[str]]:
     """Evaluate one launch; attach pages for its top signals when a searcher is given."""
+    if searcher is not None and cache is None:
+        cache = PageCache(searcher, k)
     ev = evaluate(p.metrics, p.rules, context)
     defs = load_signals()
     warnings: list[str] = []
@@ -128,8 +170,8 @@ def diagnose_profile(p: LaunchProfile, searcher: Any = None, k: int = 5, context
         d = defs[f.signal]
         r = SignalResult(signal=f.signal, title=d.title, magnitude=f.magnitude, source=f.source, evidence=f.evidence,
                          patterns=d.patterns, symptoms=d.symptoms, techniques=d.techniques)
-        if searcher is not None and i < TOP_SIGNALS_WITH_PAGES:
-            r.pages, w = pages_for_signal(f.signal, searcher, k)
+        if cache is not None and i < TOP_SIGNALS_WITH_PAGES:
+            r.pages, w = cache.pages(f.signal)
             warnings += w
         results.append(r)
     diag = LaunchDiagnosis(
@@ -140,12 +182,18 @@ def diagnose_profile(p: LaunchProfile, searcher: Any = None, k: int = 5, context
     return diag, warnings
 
 
-def diagnose_parsed(parsed: ParseResult, searcher: Any = None, k: int = 5, filename: str = "", started: float | None = None) -> DiagnoseResponse:
+def diagnose_parsed(parsed: ParseResult, searcher: Any = None, k: int = 5, filename: str = "", started: float | None = None,
+                    deadline: float | None = None) -> DiagnoseResponse:
+    """Diagnose each parsed launch (at most :data:`MAX_LAUNCHES`); pages are looked up once per distinct signal.
+    ``deadline`` (a ``time.monotonic()`` value) stops the work with :class:`RequestTimeout` once passed."""
     started = time.perf_counter() if started is None else started
-    short = sum(1 for p in parsed.profiles if (p.metrics.get("duration") or float("inf")) < SHORT_LAUNCH_NS)
+    profiles = parsed.profiles[:MAX_LAUNCHES]
+    short = sum(1 for p in profiles if (p.metrics.get("duration") or float("inf")) < SHORT_LAUNCH_NS)
     resp = DiagnoseResponse(filename=filename[:300], format=parsed.format, warnings=list(parsed.warnings))
-    for p in parsed.profiles[:1000]:
-        diag, warnings = diagnose_profile(p, searcher, k, {"export_short_launches": float(short)})
+    cache = PageCache(searcher, k, deadline) if searcher is not None else None
+    for p in profiles:
+        check_deadline(deadline)
+        diag, warnings = diagnose_profile(p, searcher, k, {"export_short_launches": float(short)}, cache=cache)
         resp.launches.append(diag)
         resp.warnings += [w for w in warnings if w not in resp.warnings]
     if not any(d.metrics_read or d.rules_read for d in resp.launches):
@@ -154,7 +202,8 @@ def diagnose_parsed(parsed: ParseResult, searcher: Any = None, k: int = 5, filen
     return resp
 
 
-def diagnose_bytes(data: bytes, filename: str, searcher: Any = None, k: int = 5, max_bytes: int = MAX_BYTES) -> DiagnoseResponse:
+def diagnose_bytes(data: bytes, filename: str, searcher: Any = None, k: int = 5, max_bytes: int = MAX_BYTES,
+                   deadline: float | None = None) -> DiagnoseResponse:
     """Diagnose an uploaded export (raw/details/plain CSV, JSON, gzip, .ncu-rep). Raises :class:`BadInput`."""
     started = time.perf_counter()
     if not isinstance(data, (bytes, bytearray)):
@@ -162,10 +211,10 @@ def diagnose_bytes(data: bytes, filename: str, searcher: Any = None, k: int = 5,
     if len(data) > max_bytes:
         raise BadInput(f"upload is {len(data)} bytes, over the {max_bytes}-byte limit")
     _check_k(k)
-    return diagnose_parsed(parse_bytes(bytes(data), filename, max_bytes=max_bytes), searcher, k, filename, started)
+    return diagnose_parsed(parse_bytes(bytes(data), filename, max_bytes=max_bytes), searcher, k, filename, started, deadline)
 
 
-def diagnose_metrics(metrics: dict[str, Any], searcher: Any = None, k: int = 5) -> DiagnoseResponse:
+def diagnose_metrics(metrics: dict[str, Any], searcher: Any = None, k: int = 5, deadline: float | None = None) -> DiagnoseResponse:
     """Diagnose ``{metric name: value}`` (any spelling the catalog knows; values may carry units: "45 %", "1.2 us")."""
     started = time.perf_counter()
     if not isinstance(metrics, dict):
@@ -174,14 +223,20 @@ def diagnose_metrics(metrics: dict[str, Any], searcher: Any = None, k: int = 5) 
     profile = parse_metrics_dict(metrics)
     if not profile.metrics and not profile.rules:
         raise BadInput("none of the metric names is known", hint="use ncu names such as sm__throughput.avg.pct_of_peak_sustained_elapsed; see GET /signals")
-    return diagnose_parsed(ParseResult(format="json", profiles=[profile]), searcher, k, "", started)
+    return diagnose_parsed(ParseResult(format="json", profiles=[profile]), searcher, k, "", started, deadline)
 
 
-_LINE = re.compile(r"^\s*([A-Za-z#][\w ./()%#-]*?[\w)%])\s{2,}(?:([A-Za-z%/]+)\s+)?([-+]?[\d,]*\.?\d+(?:[eE][-+]?\d+)?)\s*$")
-_PAIR = re.compile(r"\b([a-z][a-z0-9]*__[a-z0-9_.]+)[ \t]*[:=]?[ \t]*([-+]?[\d,]*\.?\d+(?:[eE][-+]?\d+)?)[ \t]*(%|[A-Za-z]+(?:/[A-Za-z]+)?)?")
+# Every repeat in these patterns is bounded, so a match attempt costs a bounded number of steps wherever it starts and a
+# scan is linear in the text: "a__." * 8000 made the unbounded `[a-z0-9_.]+` rescan the rest of the text from every start.
+# A metric name starts where a run of name characters starts, so a scan tries each run once, not once per "a__" in it.
+_NUMBER = r"[-+]?[\d,]{0,30}\.?\d{1,30}(?:[eE][-+]?\d{1,3})?"
+_LINE = re.compile(r"^\s{0,100}([A-Za-z#][\w ./()%#-]{0,150}?[\w)%])\s{2,200}(?:([A-Za-z%/]{1,20})\s{1,100})?(" + _NUMBER + r")\s{0,100}$")
+_PAIR = re.compile(r"(?<![\w.])([a-z][a-z0-9]{0,40}__[a-z0-9_.]{1,150})[ \t]{0,20}[:=]?[ \t]{0,20}(" + _NUMBER
+                   + r")[ \t]{0,20}(%|[A-Za-z]{1,20}(?:/[A-Za-z]{1,20})?)?")
+_BLANK_LINES = re.compile(r"\n(?:[^\S\n]{0,100}\n){1,1000}")
 
 
-def diagnose_text(text: str, searcher: Any = None, k: int = 5) -> DiagnoseResponse:
+def diagnose_text(text: str, searcher: Any = None, k: int = 5, deadline: float | None = None) -> DiagnoseResponse:
     """Diagnose pasted text: a CSV or JSON export, ncu console output ("DRAM Throughput  %  92.51"),
     ``metric=value`` pairs and/or pasted rule messages. Always returns ``text_signals`` from :func:`route`."""
     started = time.perf_counter()
@@ -191,23 +246,26 @@ def diagnose_text(text: str, searcher: Any = None, k: int = 5) -> DiagnoseRespon
         raise BadInput("text is over the size limit")
     stripped = text.lstrip()
     if stripped.startswith(("{", "[")):
-        resp = diagnose_parsed(parse_json_text(stripped), searcher, k, "", started)
-    elif re.search(r'^\s*"?ID"?,', text, re.M):
-        resp = diagnose_parsed(parse_csv_text(text), searcher, k, "", started)
+        resp = diagnose_parsed(parse_json_text(stripped), searcher, k, "", started, deadline)
+    elif find_header(text) is not None:
+        resp = diagnose_parsed(parse_csv_text(text), searcher, k, "", started, deadline)
     else:
         cat = load_catalog()
         found: dict[str, Any] = {}
-        for m in _PAIR.finditer(text[:200_000]):
+        scan = text[:TEXT_SCAN_CHARS]
+        for m in _PAIR.finditer(scan):
             found.setdefault(m.group(1), f"{m.group(2)} {m.group(3) or ''}".strip())
-        for line in text[:200_000].splitlines():
-            m = _LINE.match(line) if len(line) <= 300 else None
+        for line in scan.splitlines():
+            m = _LINE.match(line) if len(line) <= MAX_CONSOLE_LINE else None
             if m and cat.resolve(m.group(1)) is not None:
                 found.setdefault(m.group(1), f"{m.group(3)} {m.group(2) or ''}".strip())
         profile = parse_metrics_dict(found) if found else LaunchProfile()
-        profile.rules = [RuleResult(name="pasted", description=para[:4000]) for para in re.split(r"\n\s*\n", text[:50_000]) if para.strip()][:200]
+        paras = _BLANK_LINES.split(text[:TEXT_RULE_CHARS])
+        profile.rules = [RuleResult(name="pasted", description=para[:4000]) for para in paras if para.strip()][:TEXT_MAX_RULES]
         resp = DiagnoseResponse(format="text")
         if profile.metrics or message_hits(profile.rules):
-            diag, warnings = diagnose_profile(profile, searcher, k)
+            cache = PageCache(searcher, k, deadline) if searcher is not None else None
+            diag, warnings = diagnose_profile(profile, searcher, k, cache=cache)
             diag.rules_read = 0
             resp.launches.append(diag)
             resp.warnings += warnings

@@ -32,7 +32,10 @@ def parse_number(text: object) -> float | None:
     if isinstance(text, bool):
         return None
     if isinstance(text, (int, float)):
-        v = float(text)
+        try:
+            v = float(text)
+        except OverflowError:  # an integer of hundreds of digits
+            return None
         return v if math.isfinite(v) else None
     s = str(text).strip().strip('"').strip()
     if s.lower() in _MISSING or len(s) > 64:

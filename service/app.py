@@ -29,6 +29,7 @@ from kwiki.errors import (
     IndexMissing,
     KwikiError,
     PayloadTooLarge,
+    RequestTimeout,
     Unauthorized,
 )
 from kwiki.index.results import PageResponse, SearchResponse
@@ -136,7 +137,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         try:
             return await asyncio.wait_for(asyncio.to_thread(fn, *args, **kwargs), settings.request_timeout_s)
         except asyncio.TimeoutError:
-            raise KwikiTimeout(f"request took longer than {settings.request_timeout_s:.0f} s",
+            raise RequestTimeout(f"request took longer than {settings.request_timeout_s:.0f} s",
                                hint="narrow the query or retry") from None
 
     @app.get("/health")
@@ -191,10 +192,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 def _reload_locked(state: State) -> None:
     with state.lock:
         state.load()
-
-
-class KwikiTimeout(KwikiError):
-    status, code = 503, "timeout"
 
 
 def check_token(request: Request, settings: Settings) -> None:

@@ -26,8 +26,12 @@ def _searcher(request: Request):
 
 
 def diagnose_request(*, data: bytes | None = None, filename: str = "", metrics: dict | None = None,
-                     text: str | None = None, searcher: Any = None, k: int = 5, max_bytes: int = 20 << 20):
-    """The one diagnose path for HTTP, CLI and MCP: exactly one of data/metrics/text."""
+                     text: str | None = None, searcher: Any = None, k: int = 5, max_bytes: int = 20 << 20,
+                     deadline: float | None = None):
+    """The one diagnose path for HTTP, CLI and MCP: exactly one of data/metrics/text.
+
+    ``deadline`` (``time.monotonic()``) stops the diagnosis with a 503 ``timeout`` once passed, so the work
+    stops with the answer rather than running on in its thread."""
     from kwiki.profiling.diagnose import diagnose_bytes, diagnose_metrics, diagnose_text
 
     given = [x is not None for x in (data, metrics, text)]
@@ -38,16 +42,16 @@ def diagnose_request(*, data: bytes | None = None, filename: str = "", metrics: 
         if len(data) > max_bytes:
             raise PayloadTooLarge(f"upload is {len(data)} bytes; the limit is {max_bytes}",
                                   hint="export only the kernels you need (ncu -k NAME -c N)")
-        return diagnose_bytes(data, filename or "upload", searcher=searcher, k=k, max_bytes=max_bytes)
+        return diagnose_bytes(data, filename or "upload", searcher=searcher, k=k, max_bytes=max_bytes, deadline=deadline)
     if metrics is not None:
-        return diagnose_metrics(metrics, searcher=searcher, k=k)
-    return diagnose_text(text or "", searcher=searcher, k=k)
+        return diagnose_metrics(metrics, searcher=searcher, k=k, deadline=deadline)
+    return diagnose_text(text or "", searcher=searcher, k=k, deadline=deadline)
 
 
 @router.post("/diagnose")
 async def diagnose(request: Request, k: int = Query(5, description="pages per signal (1..50)")) -> Any:
     """Diagnose an NCU export (multipart ``file``) or JSON ``{"metrics": {...}}`` / ``{"text": "..."}``."""
-    import asyncio
+    from kwiki.service.limits import within_deadline
 
     settings = request.app.state.kwiki.settings
     ctype = request.headers.get("content-type", "")
@@ -61,8 +65,10 @@ async def diagnose(request: Request, k: int = Query(5, description="pages per si
     elif ctype.startswith("application/json"):
         try:
             body = await request.json()
-        except ValueError as exc:
-            raise BadInput(f"request body is not JSON: {exc}") from None
+        except ValueError as exc:  # includes a body that is not UTF-8
+            raise BadInput(f"request body is not JSON: {str(exc)[:200]}") from None
+        except RecursionError:
+            raise BadInput("request body is JSON nested too deeply") from None
         if not isinstance(body, dict) or not ({"metrics", "text"} & set(body)):
             raise BadInput('JSON body must be {"metrics": {...}} or {"text": "..."}')
         kwargs = {"metrics": body["metrics"]} if "metrics" in body else {"text": body["text"]}
@@ -72,8 +78,8 @@ async def diagnose(request: Request, k: int = Query(5, description="pages per si
             raise BadInput("text must be a string")
     else:
         kwargs = {"data": await request.body(), "filename": request.headers.get("x-filename", "upload.csv")}
-    return await asyncio.to_thread(diagnose_request, searcher=_searcher(request), k=k,
-                                   max_bytes=settings.max_upload_bytes, **kwargs)
+    return await within_deadline(settings.request_timeout_s, diagnose_request, searcher=_searcher(request), k=k,
+                                 max_bytes=settings.max_upload_bytes, **kwargs)
 
 
 @router.get("/signals")

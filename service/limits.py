@@ -11,12 +11,16 @@ The error body is the service's usual ``{"error": {"code": "payload_too_large", 
 
 from __future__ import annotations
 
+import asyncio
 import json
-from typing import Any, Awaitable, Callable
+import time
+from typing import Any, Awaitable, Callable, TypeVar
 
 from starlette.exceptions import HTTPException
 
-from kwiki.errors import PayloadTooLarge
+from kwiki.errors import PayloadTooLarge, RequestTimeout
+
+T = TypeVar("T")
 
 Scope = dict[str, Any]
 Message = dict[str, Any]
@@ -102,3 +106,15 @@ class BodySizeLimit:
             if not started:
                 started = True
                 await self._reply(send, self._error(None))
+
+
+async def within_deadline(timeout_s: float, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Run ``fn`` in the thread pool and answer 503 ``timeout`` after ``timeout_s`` (time queued included).
+
+    A thread cannot be cancelled, so ``fn`` also gets ``deadline=`` (a ``time.monotonic()`` value) and stops
+    its own work when it passes: the diagnosis checks it between launches and before each page search."""
+    kwargs["deadline"] = time.monotonic() + timeout_s
+    try:
+        return await asyncio.wait_for(asyncio.to_thread(fn, *args, **kwargs), timeout_s)
+    except asyncio.TimeoutError:
+        raise RequestTimeout(f"request took longer than {timeout_s:.0f} s", hint="narrow the request or retry") from None

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from pathlib import Path
 from typing import Annotated, Any, Callable, TypeVar
 
@@ -191,7 +192,7 @@ def _diagnose(kw: Backend, path: str | None, metrics: dict[str, Any] | None, tex
             raise BadInput(f"{file} is over the {limit}-byte limit", hint="export only the kernels of interest (ncu -k)")
         data, filename = file.read_bytes(), file.name
     resp = diagnose_request(data=data, filename=filename, metrics=metrics, text=text, searcher=searcher, k=k,
-                            max_bytes=limit)
+                            max_bytes=limit, deadline=time.monotonic() + kw.settings.request_timeout_s)
     if searcher is None:
         resp.warnings.append("no index loaded, so no pages are ranked: run `kwiki ingest`")
     return resp
