@@ -10,11 +10,13 @@ Every field can come from the environment with the ``KWIKI_`` prefix::
 
 from __future__ import annotations
 
+import json
 from functools import lru_cache
 from pathlib import Path
+from typing import Annotated
 
-from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 #: The checkout root when kwiki runs from a source tree (editable install).
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -50,9 +52,33 @@ class Settings(BaseSettings):
     max_upload_bytes: int = Field(default=20 * 1024 * 1024, ge=1024)
     max_page_bytes: int = Field(default=8 * 1024 * 1024, ge=1024, description="Larger files are skipped at ingest")
     admin_token: str | None = Field(default=None, description="Enables state-changing endpoints when set")
-    cors_origins: list[str] = Field(default_factory=list)
-    request_timeout_s: float = Field(default=10.0, gt=0)
+    cors_origins: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="Origins allowed by CORS: a comma-separated list or a JSON list")
+    request_timeout_s: float = Field(default=10.0, gt=0, description="Deadline of a search or a diagnosis")
+    max_connections: int = Field(default=512, ge=1, description="Open connections served; one more gets 503 (kwiki serve)")
+    header_timeout_s: float = Field(default=10.0, gt=0, description="A connection with no whole request head by then is closed")
     ledger_dir: Path | None = Field(default=None, description="Candidate ledger workspace (default: <index_dir>/../ledger)")
+
+
+    @field_validator("cors_origins", mode="before")
+    @classmethod
+    def _origins(cls, value: object) -> object:
+        """``https://a.example,https://b.example`` or ``["https://a.example"]``; each must be an http(s) origin."""
+        if isinstance(value, str):
+            text = value.strip()
+            if text.startswith("["):
+                try:
+                    value = json.loads(text)
+                except ValueError:
+                    raise ValueError("KWIKI_CORS_ORIGINS is not a JSON list; give origins separated by commas, "
+                                     "e.g. https://a.example,https://b.example") from None
+            else:
+                value = [v.strip() for v in text.split(",") if v.strip()]
+        if isinstance(value, list):
+            for origin in value:
+                if not isinstance(origin, str) or not (origin == "*" or origin.startswith(("http://", "https://"))):
+                    raise ValueError(f"CORS origin {origin!r} is not an http(s) origin such as https://a.example")
+        return value
 
 
 @lru_cache(maxsize=1)

@@ -25,6 +25,7 @@ from pydantic import BaseModel, Field
 from kwiki import __version__
 from kwiki.errors import (
     BadRequest,
+    BuildDamaged,
     Forbidden,
     IndexMissing,
     KwikiError,
@@ -33,6 +34,7 @@ from kwiki.errors import (
     Unauthorized,
 )
 from kwiki.index.results import PageResponse, SearchResponse
+from kwiki.service.limits import check_text
 from kwiki.settings import Settings, get_settings
 
 log = logging.getLogger("kwiki")
@@ -63,7 +65,14 @@ class State:
         from kwiki.index.search import Searcher
 
         try:
-            new = Searcher.open(self.settings.index_dir, embedder=self.embedder, threads=self.settings.embed_threads)
+            try:
+                new = Searcher.open(self.settings.index_dir, embedder=self.embedder, threads=self.settings.embed_threads)
+            except KwikiError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a truncated or corrupt file of the build, whatever raised
+                log.warning("kwiki: the build cannot be opened: %r", exc)
+                raise BuildDamaged(f"the index build cannot be opened ({type(exc).__name__})",
+                                   hint="rebuild it with `kwiki ingest --force`; the build served before is still served") from None
         except KwikiError as exc:
             if self.searcher is None:
                 self.error = exc
@@ -85,6 +94,7 @@ def search_filters(req: SearchRequest) -> dict[str, list[str]]:
 
 def run_search(searcher, req: SearchRequest, settings: Settings) -> SearchResponse:
     """The one search path: ``GET /search``, ``POST /search``, ``kwiki search --json`` and MCP all call this."""
+    check_text(req.q, *req.type, *req.tag, *req.architecture, *req.language, *req.confidence, *req.corpus)
     resp = searcher.search(req.q, k=req.k, filters=search_filters(req), max_chars=settings.max_query_chars,
                            max_k=settings.max_k)
     if not req.type and searcher.has_experience:
@@ -111,7 +121,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                   description="Ranked, sourced GPU-kernel optimization knowledge for Hopper and Blackwell.")
     app.state.kwiki = state
     if settings.cors_origins:
-        app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["GET", "POST"])
+        app.add_middleware(JSONCORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["GET", "POST"])
 
     @app.exception_handler(KwikiError)
     async def kwiki_error(_: Request, exc: KwikiError) -> JSONResponse:
@@ -125,8 +135,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        code = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}.get(exc.status_code, "http_error")
-        return JSONResponse({"error": {"code": code, "message": str(exc.detail)}}, status_code=exc.status_code)
+        # FastAPI answers a body it cannot parse (a 5,000-digit number, bad UTF-8) with HTTPException(400)
+        code = HTTP_CODES.get(exc.status_code, "http_error")
+        return JSONResponse({"error": {"code": code, "message": str(exc.detail)}}, status_code=exc.status_code,
+                            headers=getattr(exc, "headers", None))
 
     @app.exception_handler(Exception)
     async def unexpected(_: Request, exc: Exception) -> JSONResponse:
@@ -183,9 +195,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     from kwiki.service import diagnose_api; app.include_router(diagnose_api.router)  # noqa: E702 - /diagnose, /signals
     from kwiki.service import web; app.include_router(web.router)  # noqa: E702 - the search page (GET /)
     from kwiki.service import ledger_api; app.include_router(ledger_api.router)  # noqa: E702 - GET|POST /ledger
-    from kwiki.service.limits import BodySizeLimit
+    from kwiki.service.limits import BodySizeLimit, HeadAsGet
 
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_upload_bytes)  # 413 before any endpoint reads a body
+    app.add_middleware(HeadAsGet)  # HEAD on every GET route (health checks use it)
     return app
 
 
@@ -194,12 +207,30 @@ def _reload_locked(state: State) -> None:
         state.load()
 
 
+HTTP_CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found", 405: "method_not_allowed",
+              413: "payload_too_large", 422: "bad_request", 503: "unavailable"}
+
+
+class JSONCORSMiddleware(CORSMiddleware):
+    """Starlette's CORS middleware, with a refused preflight answered in kwiki's JSON error shape."""
+
+    def preflight_response(self, request_headers):  # type: ignore[no-untyped-def]
+        resp = super().preflight_response(request_headers)
+        if resp.status_code < 400:
+            return resp
+        err = BadRequest(f"CORS preflight refused: {resp.body.decode(errors='replace')}",
+                         hint="the server's KWIKI_CORS_ORIGINS lists the allowed origins")
+        return JSONResponse(err.to_dict(), status_code=resp.status_code)
+
+
 def check_token(request: Request, settings: Settings) -> None:
-    """State-changing endpoints are off without a configured token, and need it when on."""
+    """State-changing endpoints are off without a configured token, and need ``Authorization: Bearer <token>``."""
     if not settings.admin_token:
         raise Forbidden("this endpoint is disabled", hint="set KWIKI_ADMIN_TOKEN on the server to enable it")
-    given = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
-    if not given or not hmac.compare_digest(given, settings.admin_token):
+    scheme, _, given = request.headers.get("authorization", "").strip().partition(" ")
+    # bytes: compare_digest refuses a str with non-ASCII characters (a 500 before)
+    if scheme.lower() != "bearer" or not given.strip() or not hmac.compare_digest(
+            given.strip().encode("utf-8", "surrogateescape"), settings.admin_token.encode("utf-8")):
         raise Unauthorized("missing or wrong token", hint="send 'Authorization: Bearer $KWIKI_ADMIN_TOKEN'")
 
 

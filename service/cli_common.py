@@ -21,12 +21,20 @@ if TYPE_CHECKING:
 
 def settings(index_dir: Path | None = None, **overrides: Any) -> Settings:
     """The one Settings object, with command-line overrides (None = not given)."""
+    from pydantic import ValidationError
+
     from kwiki.settings import Settings
 
     values = {k: v for k, v in overrides.items() if v is not None}
     if index_dir is not None:
         values["index_dir"] = index_dir
-    return Settings(**values)
+    try:
+        return Settings(**values)
+    except ValidationError as exc:  # a bad KWIKI_* variable: say which and what is expected, not a traceback
+        for e in exc.errors()[:5]:
+            name = "KWIKI_" + "_".join(str(p) for p in e["loc"][:1]).upper()
+            typer.secho(f"error: {name}: {e['msg'].removeprefix('Value error, ')}", fg="red", err=True)
+        raise typer.Exit(2) from None
 
 
 @contextmanager

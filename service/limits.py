@@ -18,7 +18,7 @@ from typing import Any, Awaitable, Callable, TypeVar
 
 from starlette.exceptions import HTTPException
 
-from kwiki.errors import PayloadTooLarge, RequestTimeout
+from kwiki.errors import BadRequest, PayloadTooLarge, RequestTimeout
 
 T = TypeVar("T")
 
@@ -118,3 +118,36 @@ async def within_deadline(timeout_s: float, fn: Callable[..., T], *args: Any, **
         return await asyncio.wait_for(asyncio.to_thread(fn, *args, **kwargs), timeout_s)
     except asyncio.TimeoutError:
         raise RequestTimeout(f"request took longer than {timeout_s:.0f} s", hint="narrow the request or retry") from None
+
+
+def check_text(*values: str) -> None:
+    """Refuse text that is not valid Unicode (a lone surrogate such as ``"\\ud800"`` from a JSON escape):
+    the tokenizer, the index and the JSON encoder of the answer all fail on it, which was a 500."""
+    for value in values:
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise BadRequest(f"text contains a lone surrogate at character {exc.start}",
+                                 hint="send valid Unicode: a \\ud800-\\udfff escape must be half of a pair") from None
+
+
+class HeadAsGet:
+    """Answer ``HEAD`` on every ``GET`` route: the app runs as for GET and the body is dropped (headers kept)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "HEAD":
+            await self.app(scope, receive, send)
+            return
+
+        async def headers_only(message: Message) -> None:
+            if message["type"] == "http.response.body":
+                if not message.get("more_body", False):
+                    await send({"type": "http.response.body", "body": b""})
+                return
+            await send(message)
+
+        await self.app(dict(scope, method="GET"), receive, headers_only)

@@ -14,6 +14,7 @@ Note: the SDK renamed ``FastMCP`` (1.x, ``mcp.server.fastmcp``) to ``MCPServer``
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 import time
 from pathlib import Path
@@ -101,11 +102,17 @@ def _tool_error(exc: KwikiError) -> ToolError:
 
 
 def _guarded(fn: Callable[[], T]) -> T:
-    """Run ``fn``; kwiki's own errors become tool errors the agent can read and act on."""
+    """Run ``fn``; kwiki's own errors become tool errors the agent can read and act on, anything else a tool
+    error that still says something (the trace goes to the server log)."""
     try:
         return fn()
     except KwikiError as exc:
         raise _tool_error(exc) from None
+    except ToolError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - never an empty reason
+        log.exception("kwiki mcp: unexpected error in a tool")
+        raise ToolError(f"internal: unexpected {type(exc).__name__}; the server log has the details") from None
 
 
 def signal_list() -> SignalList:
@@ -207,4 +214,78 @@ def serve(settings: Settings, http: bool = False, port: int = 8765) -> None:
         # Loopback only: the SDK then also turns on DNS-rebinding protection (Host/Origin checks).
         server.run("streamable-http", host="127.0.0.1", port=port)
     else:
-        server.run("stdio")
+        import anyio
+
+        anyio.run(_run_stdio_checked, server)
+
+
+#: JSON-RPC 2.0 error codes for lines that are not a request.
+PARSE_ERROR, INVALID_REQUEST = -32700, -32600
+
+
+def check_line(line: str) -> tuple[int, str, object] | None:
+    """Why one stdin line is not a JSON-RPC message, as ``(code, message, id)``, or None when it is one.
+
+    >>> check_line('{"jsonrpc": "2.0", "id": 1, "method": "ping"}') is None, check_line("{oops")[0], check_line("[1]")[0]
+    (True, -32700, -32600)
+    """
+    import json
+
+    import mcp_types as types
+
+    try:
+        doc = json.loads(line)
+    except (ValueError, RecursionError) as exc:
+        return PARSE_ERROR, f"Parse error: {str(exc)[:200]}", None
+    if not isinstance(doc, dict):
+        return INVALID_REQUEST, f"Invalid Request: a message is a JSON object, not a {type(doc).__name__}", None
+    rid = doc.get("id") if isinstance(doc.get("id"), (str, int)) and not isinstance(doc.get("id"), bool) else None
+    try:
+        json.dumps(doc, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return PARSE_ERROR, f"Parse error: a lone surrogate at character {exc.start} is not valid Unicode", rid
+    try:
+        types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+    except Exception as exc:  # noqa: BLE001 - pydantic's ValidationError or jiter's ValueError
+        return INVALID_REQUEST, f"Invalid Request: {str(exc).splitlines()[0][:200]}", rid
+    return None
+
+
+class _CheckedStdin:
+    """stdin lines for the SDK's transport; a line that is not a JSON-RPC message is answered with a JSON-RPC
+    error here (the SDK only logs it, and the client waits for ever) and not passed on."""
+
+    def __init__(self) -> None:
+        import io
+
+        import anyio
+
+        self.lines = anyio.wrap_file(io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace"))
+        self.write_stream: Any = None
+
+    async def __aiter__(self):  # type: ignore[no-untyped-def]
+        import mcp_types as types
+        from mcp.shared.message import SessionMessage
+
+        async for line in self.lines:
+            if not line.strip():
+                continue
+            problem = check_line(line)
+            if problem is None:
+                yield line
+                continue
+            code, message, rid = problem
+            log.warning("kwiki mcp: %s", message)
+            if self.write_stream is not None:
+                error = types.JSONRPCError(jsonrpc="2.0", id=rid, error=types.ErrorData(code=code, message=message))
+                await self.write_stream.send(SessionMessage(error))
+
+
+async def _run_stdio_checked(server: MCPServer) -> None:
+    from mcp.server.stdio import stdio_server
+
+    stdin = _CheckedStdin()
+    async with stdio_server(stdin=stdin) as (read_stream, write_stream):  # type: ignore[arg-type]
+        stdin.write_stream = write_stream
+        low = server._lowlevel_server  # noqa: SLF001 - run_stdio_async does exactly this, without the checked stdin
+        await low.run(read_stream, write_stream, low.create_initialization_options())

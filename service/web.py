@@ -22,7 +22,7 @@ from fastapi.templating import Jinja2Templates
 from markdown_it import MarkdownIt
 from markupsafe import Markup, escape
 
-from kwiki.errors import BadInput, KwikiError, NotFound
+from kwiki.errors import BadInput, BadRequest, KwikiError, NotFound
 
 HERE = Path(__file__).resolve().parent
 STATIC = HERE / "static"
@@ -92,7 +92,24 @@ def page_links(searcher: Any, page: Any) -> dict[str, str]:
     return out
 
 
+def http_url(url: object) -> str:
+    """``url`` when it is an absolute http(s) URL, else "": only those become links (a page's ``url:
+    javascript:...`` would run in the reader's browser).
+
+    >>> http_url("https://docs.nvidia.com/x"), http_url("javascript:alert(1)"), http_url(" JaVaScRiPt:x"), http_url("//evil")
+    ('https://docs.nvidia.com/x', '', '', '')
+    """
+    if not isinstance(url, str):
+        return ""
+    text = url.strip()
+    if any(c.isspace() or ord(c) < 32 for c in text):
+        return ""
+    scheme, sep, rest = text.partition("://")
+    return text if sep and scheme.lower() in ("http", "https") and rest and not rest.startswith("/") else ""
+
+
 templates.env.filters["highlight"] = highlight
+templates.env.filters["http_url"] = http_url
 
 
 def _state(request: Request) -> Any:
@@ -130,7 +147,7 @@ def _render(request: Request, name: str, status: int = 200, **context: Any) -> H
 def search_page(
     request: Request,
     q: Annotated[str, Query()] = "",
-    k: Annotated[int, Query()] = 10,
+    k: Annotated[str, Query()] = "10",  # read as text: a bad value is shown on the page, not answered with JSON
     type: Annotated[list[str], Query()] = [],  # noqa: B006 - FastAPI copies defaults
     architecture: Annotated[list[str], Query()] = [],  # noqa: B006
     confidence: Annotated[list[str], Query()] = [],  # noqa: B006
@@ -149,7 +166,7 @@ def search_page(
         searcher = state.get()
         ctx["options"] = _facet_options(searcher)
         if q.strip():
-            ctx["resp"] = run_search(searcher, SearchRequest(q=q, k=k, **chosen), state.settings)
+            ctx["resp"] = run_search(searcher, SearchRequest(q=q, k=_int(k, "k"), **chosen), state.settings)
     except KwikiError as exc:
         ctx.setdefault("options", _facet_options(None))
         ctx["error"], status = _error(exc), exc.status
@@ -178,7 +195,7 @@ async def diagnose_upload(
     request: Request,
     file: Annotated[UploadFile | None, File(description="Nsight Compute export: raw/details CSV, JSON or .ncu-rep")] = None,
     text: Annotated[str, Form(description="or pasted ncu output / rule messages")] = "",
-    k: Annotated[int, Form()] = 5,
+    k: Annotated[str, Form()] = "5",
 ) -> HTMLResponse:
     """Diagnose an upload (or pasted text) with ``diagnose_request``, what ``POST /diagnose`` calls, and show it."""
     from .diagnose_api import diagnose_request
@@ -197,7 +214,7 @@ async def diagnose_upload(
             kwargs = {"text": text}
         else:
             raise BadInput("choose an NCU export or paste ncu output", hint="export with `ncu --page raw --csv`")
-        result = await within_deadline(settings.request_timeout_s, diagnose_request, searcher=searcher, k=k,
+        result = await within_deadline(settings.request_timeout_s, diagnose_request, searcher=searcher, k=_int(k, "k"),
                                        max_bytes=settings.max_upload_bytes, **kwargs)
     except KwikiError as exc:
         return _render(request, "diagnose.html", exc.status, result=None, error=_error(exc), filename=filename,
@@ -216,10 +233,24 @@ def _reading_list(result: Any, limit: int = 8) -> list[Any]:
     return list(seen.values())[:limit]
 
 
+def _int(text: str, name: str) -> int:
+    """A form or query number; a value that is not one is a 400 shown on the page."""
+    try:
+        if len(text) > 20:
+            raise ValueError
+        return int(text)
+    except ValueError:
+        raise BadRequest(f"{name}={text[:40]!r} is not a whole number", hint=f"for example {name}=10") from None
+
+
 @router.get("/ui/static/{name}")
 def static_file(name: str) -> Response:
-    """CSS and JS from service/static (only files that are there; no paths)."""
-    path = STATIC / name
-    if "/" in name or name.startswith(".") or not path.is_file():
+    """CSS and JS from service/static: only the names the folder holds, never a path built from the request
+    (a 5,000-character name made the file system raise "name too long", a 500)."""
+    if name not in _static_names():
         raise NotFound(f"no static file '{name[:60]}'")
-    return FileResponse(path, headers={"Cache-Control": "max-age=300"})
+    return FileResponse(STATIC / name, headers={"Cache-Control": "max-age=300"})
+
+
+def _static_names() -> frozenset[str]:
+    return frozenset(p.name for p in STATIC.iterdir() if p.is_file() and not p.name.startswith("."))

@@ -55,12 +55,18 @@ def test_folders_nested_1100_deep_are_one_skipped_entry(tmp_path):
         deep = deep / "d"
         os.mkdir(deep)
     (deep / "deep.md").write_text(GOOD.replace("pattern-good", "pattern-deep"))
-    result = _read(root)
-    assert [p.id for p in result.pages] == ["pattern-good"]
-    (path, reason), = _reasons(result).items()
-    assert reason == f"folder nested deeper than {MAX_FOLDER_DEPTH} levels; not read"
-    assert path.count("/") == MAX_FOLDER_DEPTH + 1  # wiki/ then 32 levels: patterns/ and 31 d/
-    source_hash([CorpusRoot("c", root)])  # RecursionError in os.walk before
+    try:
+        result = _read(root)
+        assert [p.id for p in result.pages] == ["pattern-good"]
+        (path, reason), = _reasons(result).items()
+        assert reason == f"folder nested deeper than {MAX_FOLDER_DEPTH} levels; not read"
+        assert path.count("/") == MAX_FOLDER_DEPTH + 1  # wiki/ then 32 levels: patterns/ and 31 d/
+        source_hash([CorpusRoot("c", root)])  # RecursionError in os.walk before
+    finally:  # bottom-up, one level at a time: shutil.rmtree (and pytest's tmp cleanup) recurse too
+        (deep / "deep.md").unlink()
+        while deep != root / "wiki" / "patterns":
+            os.rmdir(deep)
+            deep = deep.parent
 
 
 @pytest.mark.parametrize("name", ["tags.yaml", "aliases.yaml"])
