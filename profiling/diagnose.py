@@ -28,10 +28,15 @@ from .catalog import load_catalog
 from .ncu_csv import MAX_BYTES, LaunchProfile, ParseResult, RuleResult, parse_bytes, parse_csv_text, parse_json_text, parse_metrics_dict
 from .messages import message_hits
 from .routing import route
+from .next_step import NextStep, next_step
+from .program import KernelShare, rank_kernels, select_kernel
+from .rulebase import Verdict
 from .rules import Evidence, Missing, evaluate
+from .verdict import program_checks
 from .signals import load_signals
 
 TOP_SIGNALS_WITH_PAGES = 3
+TOP_KERNELS_WITH_PAGES = 5  # a framework program has hundreds of kernels: pages for the five with the most GPU time
 SHORT_LAUNCH_NS = 10_000.0
 KEY_METRICS = ("duration", "grid_size", "block_size", "registers_per_thread", "waves_per_sm", "sm_throughput_pct",
                "memory_throughput_pct", "dram_throughput_pct", "l2_throughput_pct", "achieved_occupancy",
@@ -58,6 +63,7 @@ class SignalResult(BaseModel):
     symptoms: list[str] = Field(default_factory=list)
     techniques: list[str] = Field(default_factory=list)
     pages: list[PageRef] = Field(default_factory=list)
+    by_design: bool = False
 
 
 class LaunchDiagnosis(BaseModel):
@@ -71,6 +77,8 @@ class LaunchDiagnosis(BaseModel):
     metrics_read: int = 0
     unknown_metrics: int = 0
     rules_read: int = 0
+    verdict: Verdict | None = None
+    next_step: NextStep | None = None
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -83,6 +91,7 @@ class DiagnoseResponse(BaseModel):
     format: str = ""
     launches: list[LaunchDiagnosis] = Field(default_factory=list)
     text_signals: list[dict[str, Any]] = Field(default_factory=list)
+    kernels: list[KernelShare] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
     took_ms: float = 0.0
 
@@ -127,7 +136,8 @@ def diagnose_profile(p: LaunchProfile, searcher: Any = None, k: int = 5, context
     for i, f in enumerate(ev.fired):
         d = defs[f.signal]
         r = SignalResult(signal=f.signal, title=d.title, magnitude=f.magnitude, source=f.source, evidence=f.evidence,
-                         patterns=d.patterns, symptoms=d.symptoms, techniques=d.techniques)
+                         patterns=d.patterns, symptoms=d.symptoms, techniques=d.techniques,
+                         by_design=ev.verdict is not None and f.signal in ev.verdict.by_design)
         if searcher is not None and i < TOP_SIGNALS_WITH_PAGES:
             r.pages, w = pages_for_signal(f.signal, searcher, k)
             warnings += w
@@ -135,26 +145,41 @@ def diagnose_profile(p: LaunchProfile, searcher: Any = None, k: int = 5, context
     diag = LaunchDiagnosis(
         kernel=p.kernel, launch_id=p.launch_id, name=p.name, signals=results, missing=ev.missing, stall_shares=ev.stall_shares,
         key_metrics={key: round(p.metrics[key], 4) for key in KEY_METRICS if key in p.metrics},
-        metrics_read=len(p.metrics), unknown_metrics=p.unknown_count, rules_read=len(p.rules),
+        metrics_read=len(p.metrics), unknown_metrics=p.unknown_count, rules_read=len(p.rules), verdict=ev.verdict,
+        next_step=next_step(results[0].signal if results and (ev.verdict is None or ev.verdict.status != "partial") else None, p.kernel or p.name),
     )
     return diag, warnings
 
 
-def diagnose_parsed(parsed: ParseResult, searcher: Any = None, k: int = 5, filename: str = "", started: float | None = None) -> DiagnoseResponse:
+def diagnose_parsed(parsed: ParseResult, searcher: Any = None, k: int = 5, filename: str = "", started: float | None = None,
+                    kernel: str | None = None) -> DiagnoseResponse:
+    """Diagnose every launch (the first 1000); pages only for the launches of the kernels with the largest GPU-time share."""
     started = time.perf_counter() if started is None else started
-    short = sum(1 for p in parsed.profiles if (p.metrics.get("duration") or float("inf")) < SHORT_LAUNCH_NS)
+    profiles = select_kernel(parsed.profiles[:1000], kernel) if kernel else parsed.profiles[:1000]
+    short = sum(1 for p in profiles if (p.metrics.get("duration") or float("inf")) < SHORT_LAUNCH_NS)
     resp = DiagnoseResponse(filename=filename[:300], format=parsed.format, warnings=list(parsed.warnings))
-    for p in parsed.profiles[:1000]:
-        diag, warnings = diagnose_profile(p, searcher, k, {"export_short_launches": float(short)})
+    shares = rank_kernels(profiles)
+    with_pages = {s.kernel for s in shares[:TOP_KERNELS_WITH_PAGES]}
+    for p in profiles:
+        diag, warnings = diagnose_profile(p, searcher if (p.kernel or p.name) in with_pages else None, k, {"export_short_launches": float(short)})
         resp.launches.append(diag)
         resp.warnings += [w for w in warnings if w not in resp.warnings]
+    by_kernel: dict[str, list[LaunchDiagnosis]] = {}
+    for d in resp.launches:
+        by_kernel.setdefault(d.kernel or d.name, []).append(d)
+    for (name, i), check in program_checks({n: [d.key_metrics.get("duration", 0.0) for d in ds] for n, ds in by_kernel.items()}).items():
+        verdict = by_kernel[name][i].verdict
+        if verdict is not None:
+            verdict.checks.append(check)
+    resp.kernels = [s.model_copy(update={"top": by_kernel[s.kernel][s.longest].top if s.kernel in by_kernel else None}) for s in shares]
     if not any(d.metrics_read or d.rules_read for d in resp.launches):
         raise BadInput("no Nsight Compute metric in the input was recognized", hint="export with `--page raw --csv`")
     resp.took_ms = round((time.perf_counter() - started) * 1000, 2)
     return resp
 
 
-def diagnose_bytes(data: bytes, filename: str, searcher: Any = None, k: int = 5, max_bytes: int = MAX_BYTES) -> DiagnoseResponse:
+def diagnose_bytes(data: bytes, filename: str, searcher: Any = None, k: int = 5, max_bytes: int = MAX_BYTES,
+                   kernel: str | None = None) -> DiagnoseResponse:
     """Diagnose an uploaded export (raw/details/plain CSV, JSON, gzip, .ncu-rep). Raises :class:`BadInput`."""
     started = time.perf_counter()
     if not isinstance(data, (bytes, bytearray)):
@@ -162,7 +187,7 @@ def diagnose_bytes(data: bytes, filename: str, searcher: Any = None, k: int = 5,
     if len(data) > max_bytes:
         raise BadInput(f"upload is {len(data)} bytes, over the {max_bytes}-byte limit")
     _check_k(k)
-    return diagnose_parsed(parse_bytes(bytes(data), filename, max_bytes=max_bytes), searcher, k, filename, started)
+    return diagnose_parsed(parse_bytes(bytes(data), filename, max_bytes=max_bytes), searcher, k, filename, started, kernel)
 
 
 def diagnose_metrics(metrics: dict[str, Any], searcher: Any = None, k: int = 5) -> DiagnoseResponse:
