@@ -29,10 +29,15 @@ from .ncu_csv import (MAX_BYTES, MAX_LAUNCHES, LaunchProfile, ParseResult, RuleR
                       parse_json_text, parse_metrics_dict)
 from .messages import message_hits
 from .routing import route
+from .next_step import NextStep, next_step
+from .program import KernelShare, rank_kernels, select_kernel
+from .rulebase import Verdict
 from .rules import Evidence, Missing, evaluate
+from .verdict import program_checks
 from .signals import load_signals
 
 TOP_SIGNALS_WITH_PAGES = 3
+TOP_KERNELS_WITH_PAGES = 5  # a framework program has hundreds of kernels: pages for the five with the most GPU time
 #: Pasted text read for ``metric=value`` pairs and console lines (a pasted report is a few KiB).
 TEXT_SCAN_CHARS = 200_000
 #: Pasted text split into rule messages, and the most messages kept.
@@ -65,6 +70,7 @@ class SignalResult(BaseModel):
     symptoms: list[str] = Field(default_factory=list)
     techniques: list[str] = Field(default_factory=list)
     pages: list[PageRef] = Field(default_factory=list)
+    by_design: bool = False
 
 
 class LaunchDiagnosis(BaseModel):
@@ -78,6 +84,8 @@ class LaunchDiagnosis(BaseModel):
     metrics_read: int = 0
     unknown_metrics: int = 0
     rules_read: int = 0
+    verdict: Verdict | None = None
+    next_step: NextStep | None = None
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -90,6 +98,7 @@ class DiagnoseResponse(BaseModel):
     format: str = ""
     launches: list[LaunchDiagnosis] = Field(default_factory=list)
     text_signals: list[dict[str, Any]] = Field(default_factory=list)
+    kernels: list[KernelShare] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
     took_ms: float = 0.0
 
@@ -169,7 +178,8 @@ def diagnose_profile(p: LaunchProfile, searcher: Any = None, k: int = 5, context
     for i, f in enumerate(ev.fired):
         d = defs[f.signal]
         r = SignalResult(signal=f.signal, title=d.title, magnitude=f.magnitude, source=f.source, evidence=f.evidence,
-                         patterns=d.patterns, symptoms=d.symptoms, techniques=d.techniques)
+                         patterns=d.patterns, symptoms=d.symptoms, techniques=d.techniques,
+                         by_design=ev.verdict is not None and f.signal in ev.verdict.by_design)
         if cache is not None and i < TOP_SIGNALS_WITH_PAGES:
             r.pages, w = cache.pages(f.signal)
             warnings += w
@@ -177,25 +187,39 @@ def diagnose_profile(p: LaunchProfile, searcher: Any = None, k: int = 5, context
     diag = LaunchDiagnosis(
         kernel=p.kernel, launch_id=p.launch_id, name=p.name, signals=results, missing=ev.missing, stall_shares=ev.stall_shares,
         key_metrics={key: round(p.metrics[key], 4) for key in KEY_METRICS if key in p.metrics},
-        metrics_read=len(p.metrics), unknown_metrics=p.unknown_count, rules_read=len(p.rules),
+        metrics_read=len(p.metrics), unknown_metrics=p.unknown_count, rules_read=len(p.rules), verdict=ev.verdict,
+        next_step=next_step(results[0].signal if results and (ev.verdict is None or ev.verdict.status != "partial") else None, p.kernel or p.name),
     )
     return diag, warnings
 
 
 def diagnose_parsed(parsed: ParseResult, searcher: Any = None, k: int = 5, filename: str = "", started: float | None = None,
-                    deadline: float | None = None) -> DiagnoseResponse:
-    """Diagnose each parsed launch (at most :data:`MAX_LAUNCHES`); pages are looked up once per distinct signal.
-    ``deadline`` (a ``time.monotonic()`` value) stops the work with :class:`RequestTimeout` once passed."""
+                    kernel: str | None = None, deadline: float | None = None) -> DiagnoseResponse:
+    """Diagnose every launch (at most :data:`MAX_LAUNCHES`); pages only for the launches of the kernels with the
+    largest GPU-time share, looked up once per distinct signal. ``deadline`` (a ``time.monotonic()`` value) stops
+    the work with :class:`RequestTimeout` once passed."""
     started = time.perf_counter() if started is None else started
-    profiles = parsed.profiles[:MAX_LAUNCHES]
+    profiles = select_kernel(parsed.profiles[:MAX_LAUNCHES], kernel) if kernel else parsed.profiles[:MAX_LAUNCHES]
     short = sum(1 for p in profiles if (p.metrics.get("duration") or float("inf")) < SHORT_LAUNCH_NS)
     resp = DiagnoseResponse(filename=filename[:300], format=parsed.format, warnings=list(parsed.warnings))
+    shares = rank_kernels(profiles)
+    with_pages = {s.kernel for s in shares[:TOP_KERNELS_WITH_PAGES]}
     cache = PageCache(searcher, k, deadline) if searcher is not None else None
     for p in profiles:
         check_deadline(deadline)
-        diag, warnings = diagnose_profile(p, searcher, k, {"export_short_launches": float(short)}, cache=cache)
+        paged = (p.kernel or p.name) in with_pages
+        diag, warnings = diagnose_profile(p, searcher if paged else None, k, {"export_short_launches": float(short)},
+                                          cache=cache if paged else None)
         resp.launches.append(diag)
         resp.warnings += [w for w in warnings if w not in resp.warnings]
+    by_kernel: dict[str, list[LaunchDiagnosis]] = {}
+    for d in resp.launches:
+        by_kernel.setdefault(d.kernel or d.name, []).append(d)
+    for (name, i), check in program_checks({n: [d.key_metrics.get("duration", 0.0) for d in ds] for n, ds in by_kernel.items()}).items():
+        verdict = by_kernel[name][i].verdict
+        if verdict is not None:
+            verdict.checks.append(check)
+    resp.kernels = [s.model_copy(update={"top": by_kernel[s.kernel][s.longest].top if s.kernel in by_kernel else None}) for s in shares]
     if not any(d.metrics_read or d.rules_read for d in resp.launches):
         raise BadInput("no Nsight Compute metric in the input was recognized", hint="export with `--page raw --csv`")
     resp.took_ms = round((time.perf_counter() - started) * 1000, 2)
@@ -203,7 +227,7 @@ def diagnose_parsed(parsed: ParseResult, searcher: Any = None, k: int = 5, filen
 
 
 def diagnose_bytes(data: bytes, filename: str, searcher: Any = None, k: int = 5, max_bytes: int = MAX_BYTES,
-                   deadline: float | None = None) -> DiagnoseResponse:
+                   kernel: str | None = None, deadline: float | None = None) -> DiagnoseResponse:
     """Diagnose an uploaded export (raw/details/plain CSV, JSON, gzip, .ncu-rep). Raises :class:`BadInput`."""
     started = time.perf_counter()
     if not isinstance(data, (bytes, bytearray)):
@@ -211,7 +235,8 @@ def diagnose_bytes(data: bytes, filename: str, searcher: Any = None, k: int = 5,
     if len(data) > max_bytes:
         raise BadInput(f"upload is {len(data)} bytes, over the {max_bytes}-byte limit")
     _check_k(k)
-    return diagnose_parsed(parse_bytes(bytes(data), filename, max_bytes=max_bytes), searcher, k, filename, started, deadline)
+    return diagnose_parsed(parse_bytes(bytes(data), filename, max_bytes=max_bytes), searcher, k, filename, started,
+                           kernel=kernel, deadline=deadline)
 
 
 def diagnose_metrics(metrics: dict[str, Any], searcher: Any = None, k: int = 5, deadline: float | None = None) -> DiagnoseResponse:
@@ -223,7 +248,7 @@ def diagnose_metrics(metrics: dict[str, Any], searcher: Any = None, k: int = 5, 
     profile = parse_metrics_dict(metrics)
     if not profile.metrics and not profile.rules:
         raise BadInput("none of the metric names is known", hint="use ncu names such as sm__throughput.avg.pct_of_peak_sustained_elapsed; see GET /signals")
-    return diagnose_parsed(ParseResult(format="json", profiles=[profile]), searcher, k, "", started, deadline)
+    return diagnose_parsed(ParseResult(format="json", profiles=[profile]), searcher, k, "", started, deadline=deadline)
 
 
 # Every repeat in these patterns is bounded, so a match attempt costs a bounded number of steps wherever it starts and a
@@ -246,9 +271,9 @@ def diagnose_text(text: str, searcher: Any = None, k: int = 5, deadline: float |
         raise BadInput("text is over the size limit")
     stripped = text.lstrip()
     if stripped.startswith(("{", "[")):
-        resp = diagnose_parsed(parse_json_text(stripped), searcher, k, "", started, deadline)
+        resp = diagnose_parsed(parse_json_text(stripped), searcher, k, "", started, deadline=deadline)
     elif find_header(text) is not None:
-        resp = diagnose_parsed(parse_csv_text(text), searcher, k, "", started, deadline)
+        resp = diagnose_parsed(parse_csv_text(text), searcher, k, "", started, deadline=deadline)
     else:
         cat = load_catalog()
         found: dict[str, Any] = {}
