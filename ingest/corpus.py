@@ -128,10 +128,13 @@ def walk_tree(base: Path, skip: Callable[[Path, str], None]) -> Iterator[tuple[P
                 continue
             try:
                 os.lstat(entry.path)  # a path over PATH_MAX fails here, not later in the caller
-                is_dir = entry.is_dir()  # through a link, as os.walk sorts them; links are never descended
             except OSError as exc:
                 skip(folder / entry.name, f"cannot be read: {exc.strerror or exc}")
                 continue
+            try:
+                is_dir = entry.is_dir()  # through a link, as os.walk sorts them; links are never descended
+            except OSError:  # a link loop: a file to the caller, which reports it
+                is_dir = False
             (dirnames if is_dir else filenames).append(entry.name)
         yield folder, dirnames, filenames
         for name in reversed(dirnames):

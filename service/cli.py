@@ -235,6 +235,10 @@ def serve(
     from kwiki.service.app import create_app
     from kwiki.service.server import server_config
 
+    if settings.host not in ("127.0.0.1", "localhost", "::1"):
+        typer.echo(f"note: serving on {settings.host}, not loopback: put a proxy in front with header, body and idle "
+                   "timeouts and a per-client connection limit (README, \"Every request's work is bounded\")", err=True)
+
     # One worker: the index and model live in this process (see README, "Workers").
     uvicorn.Server(server_config(create_app(settings), settings)).run()
 
