@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Query, Request
+from fastapi.responses import Response
 
 from kwiki.errors import BadInput, KwikiError, PayloadTooLarge
 
@@ -78,8 +79,13 @@ async def diagnose(request: Request, k: int = Query(5, description="pages per si
             raise BadInput("text must be a string")
     else:
         kwargs = {"data": await request.body(), "filename": request.headers.get("x-filename", "upload.csv")}
-    return await within_deadline(settings.request_timeout_s, diagnose_request, searcher=_searcher(request), k=k,
+    def diagnose_json(**kw: Any) -> bytes:
+        # serialized in the worker thread too: 1,000 launches are megabytes of JSON, which held the event loop
+        return diagnose_request(**kw).model_dump_json().encode()
+
+    body = await within_deadline(settings.request_timeout_s, diagnose_json, searcher=_searcher(request), k=k,
                                  max_bytes=settings.max_upload_bytes, **kwargs)
+    return Response(body, media_type="application/json")
 
 
 @router.get("/signals")
