@@ -112,9 +112,11 @@ def _split_long(block: Block) -> list[Block]:
         units = [line] if _words(line) <= MAX_WORDS else re.split(r"(?<=[.!?])\s+", line)
         for unit in units:
             words = unit.split()
-            while len(words) > MAX_WORDS:  # a single run-on sentence
-                pieces.append(Block(" ".join(words[:MAX_WORDS]), block.start + j, block.start + j + 1))
-                words = words[MAX_WORDS:]
+            start = 0
+            while len(words) - start > MAX_WORDS:  # a single run-on sentence (stepped, not re-sliced: linear)
+                pieces.append(Block(" ".join(words[start:start + MAX_WORDS]), block.start + j, block.start + j + 1))
+                start += MAX_WORDS
+            words = words[start:]
             unit = " ".join(words) if len(units) > 1 else unit
             if buf and _words("\n".join(buf)) + len(words) > MAX_WORDS:
                 pieces.append(Block("\n".join(buf), buf_start, block.start + j + 1))
