@@ -193,8 +193,9 @@ def _diagnose(kw: Backend, path: str | None, metrics: dict[str, Any] | None, tex
     data, filename = None, ""
     if path is not None:
         file = Path(path).expanduser()
-        if not file.is_file():
-            raise BadInput(f"no file at {file}", hint="give the path of an NCU export, e.g. from `ncu --page raw --csv`")
+        if not file.is_file():  # a FIFO would block, a device stream for ever
+            what = f"{file} is not a regular file" if file.exists() else f"no file at {file}"
+            raise BadInput(what, hint="give the path of an NCU export, e.g. from `ncu --page raw --csv`")
         if file.stat().st_size > limit:
             raise BadInput(f"{file} is over the {limit}-byte limit", hint="export only the kernels of interest (ncu -k)")
         data, filename = file.read_bytes(), file.name
