@@ -18,7 +18,8 @@ from typing import Annotated, Any
 from fastapi import Body, FastAPI, File, Form, Query, Request, UploadFile
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
+from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from pydantic import BaseModel, Field
 
@@ -214,7 +215,7 @@ HTTP_CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "n
 class JSONCORSMiddleware(CORSMiddleware):
     """Starlette's CORS middleware, with a refused preflight answered in kwiki's JSON error shape."""
 
-    def preflight_response(self, request_headers):  # type: ignore[no-untyped-def]
+    def preflight_response(self, request_headers: Headers) -> Response:
         resp = super().preflight_response(request_headers)
         if resp.status_code < 400:
             return resp

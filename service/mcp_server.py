@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Annotated, Any, Callable, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, AsyncIterator, Callable, TypeVar
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -29,6 +29,10 @@ from kwiki.errors import BadInput, IndexMissing, KwikiError
 from kwiki.settings import Settings
 
 from .compact import CompactDiagnosis, CompactPage, CompactSearch, compact_diagnosis, compact_page, compact_search
+
+if TYPE_CHECKING:
+    from mcp.shared._context_streams import ContextSendStream
+    from mcp.shared.message import SessionMessage
 
 log = logging.getLogger("kwiki.mcp")
 T = TypeVar("T")
@@ -262,9 +266,9 @@ class _CheckedStdin:
         import anyio
 
         self.lines = anyio.wrap_file(io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace"))
-        self.write_stream: Any = None
+        self.write_stream: ContextSendStream[SessionMessage] | None = None
 
-    async def __aiter__(self):  # type: ignore[no-untyped-def]
+    async def __aiter__(self) -> AsyncIterator[str]:
         import mcp_types as types
         from mcp.shared.message import SessionMessage
 
