@@ -21,7 +21,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
-from kwiki.errors import BadRequest, PayloadTooLarge
+from kwiki.errors import BadRequest, PayloadTooLarge, RequestTimeout
 from kwiki.ingest.ledger import MAX_RECORD_BYTES, STATUSES, Candidate, Ledger
 from kwiki.ingest.ledger_ops import filter_candidates, workspace_dir
 from kwiki.ingest.ledger_pages import indexed_candidates, ledger_summary, page_id
@@ -95,9 +95,12 @@ async def ledger_search(
 
     state = _state(request)
     req = SearchRequest(q=q, k=k, type=type, tag=tag, architecture=architecture)
-    return await asyncio.wait_for(
-        asyncio.to_thread(tiered_search, state.get(), req, state.settings, experience_k, status),
-        state.settings.request_timeout_s * 2)
+    limit = state.settings.request_timeout_s * 2  # two searches: the pages, then the candidates
+    try:
+        return await asyncio.wait_for(
+            asyncio.to_thread(tiered_search, state.get(), req, state.settings, experience_k, status), limit)
+    except asyncio.TimeoutError:  # a 500 before
+        raise RequestTimeout(f"request took longer than {limit:.0f} s", hint="narrow the query or retry") from None
 
 
 @router.get("/ledger/{cand_ref:path}")

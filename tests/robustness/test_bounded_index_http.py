@@ -107,3 +107,10 @@ def test_reload_of_a_damaged_build_is_409_and_the_old_build_serves(built, served
     finally:
         tmp.symlink_to(target)
         tmp.replace(link)
+
+
+def test_ledger_search_past_its_deadline_is_503_not_500(built):
+    _, index = built
+    with Served(Settings(index_dir=index, request_timeout_s=0.0001, ledger_dir=index.parent / "ledger")) as srv:
+        r = httpx.get(f"{srv.url}/ledger/search", params={"q": "tail effect in the last wave"}, timeout=60)
+        assert r.status_code == 503 and r.json()["error"]["code"] == "timeout", r.text
