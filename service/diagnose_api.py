@@ -52,7 +52,7 @@ def diagnose_request(*, data: bytes | None = None, filename: str = "", metrics: 
 @router.post("/diagnose")
 async def diagnose(request: Request, k: int = Query(5, description="pages per signal (1..50)")) -> Any:
     """Diagnose an NCU export (multipart ``file``) or JSON ``{"metrics": {...}}`` / ``{"text": "..."}``."""
-    from kwiki.service.limits import within_deadline
+    from kwiki.service.limits import check_json_text, within_deadline
 
     settings = request.app.state.kwiki.settings
     ctype = request.headers.get("content-type", "")
@@ -70,6 +70,7 @@ async def diagnose(request: Request, k: int = Query(5, description="pages per si
             raise BadInput(f"request body is not JSON: {str(exc)[:200]}") from None
         except RecursionError:
             raise BadInput("request body is JSON nested too deeply") from None
+        check_json_text(body)  # a "\ud800" escape anywhere would fail the answer's encoding, after the work
         if not isinstance(body, dict) or not ({"metrics", "text"} & set(body)):
             raise BadInput('JSON body must be {"metrics": {...}} or {"text": "..."}')
         kwargs = {"metrics": body["metrics"]} if "metrics" in body else {"text": body["text"]}

@@ -132,6 +132,17 @@ def check_text(*values: str) -> None:
                                  hint="send valid Unicode: a \\ud800-\\udfff escape must be half of a pair") from None
 
 
+def check_json_text(doc: object) -> None:
+    """:func:`check_text` for every string (keys included) of a parsed JSON document."""
+    try:
+        json.dumps(doc, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise BadRequest(f"JSON text contains a lone surrogate at character {exc.start}",
+                         hint="send valid Unicode: a \\ud800-\\udfff escape must be half of a pair") from None
+    except (ValueError, RecursionError):  # NaN is valid to the reader here; depth was checked by the parser
+        pass
+
+
 class HeadAsGet:
     """Answer ``HEAD`` on every ``GET`` route: the app runs as for GET and the body is dropped (headers kept)."""
 

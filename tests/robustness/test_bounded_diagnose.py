@@ -210,6 +210,8 @@ def test_http_quadratic_text_is_answered(client):
     b'{"metrics": {"metrics": {"launch__grid_size": 32}, "rules": 5}}',
     b'{"metrics": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
     b'{"text": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+    b'{"metrics": {"metrics": {"launch__grid_size": 32}, "kernel": "\\ud800"}}',  # was a 500 when the answer was encoded
+    b'{"metrics": {"\\udfff": 1, "launch__grid_size": 32}}',
 ])
 def test_http_odd_json_is_4xx(client, body):
     r = client.post("/diagnose", content=body, headers={"content-type": "application/json"})
