@@ -302,50 +302,56 @@ def validate(
 
 @app.command()
 def diagnose(
-    path: Annotated[Path, typer.Argument(help="ncu export: --page raw --csv, --page details --csv, plain --csv, JSON {metric: value}, .ncu-rep; '-' reads stdin")],
+    path: Annotated[Path, typer.Argument(help="ncu export: --page raw --csv, --page details --csv, plain --csv, JSON {metric: value}, .ncu-rep(z); '-' reads stdin")],
     k: Annotated[int, typer.Option("-k", help="Pages per signal")] = 5,
     index_dir: IndexDir = None,
+    baseline: Annotated[Optional[Path], typer.Option("--baseline", help="The parent's export: compare PATH against it")] = None,
+    kernel: Annotated[Optional[str], typer.Option("--kernel", help="Only the launches of kernels whose name contains this")] = None,
     record: Annotated[Optional[str], typer.Option("--record", help="Attach the diagnosis to this ledger candidate")] = None,
-    workspace: Annotated[Optional[Path], typer.Option("--workspace", help="Ledger workspace for --record")] = None,
+    candidate: Annotated[Optional[str], typer.Option("--candidate", help="With --baseline: attach the comparison to this ledger candidate")] = None,
+    workspace: Annotated[Optional[Path], typer.Option("--workspace", help="Ledger workspace for --record / --candidate")] = None,
     json_out: JsonOut = False,
 ) -> None:
-    """Diagnose an Nsight Compute export: fired signals, evidence, and the pages that fix them (same as POST /diagnose)."""
-    from kwiki.errors import KwikiError
+    """Diagnose an Nsight Compute export: verdict, fired signals, evidence, the next ncu command and the pages that fix
+    them (same as POST /diagnose). With --baseline, compare it with the parent's export."""
+    from kwiki.errors import BadInput, KwikiError
     from kwiki.index.search import Searcher
+    from kwiki.profiling.compare import Comparison
+    from kwiki.service.cli_profile import print_comparison, print_diagnosis
     from kwiki.service.diagnose_api import diagnose_request
 
     settings = load_settings(index_dir)
     try:
         data = sys.stdin.buffer.read() if str(path) == "-" else path.read_bytes()
+        base = baseline.read_bytes() if baseline is not None else None
     except OSError as exc:
-        typer.secho(f"error: cannot read {path}: {exc.strerror}", fg="red", err=True)
+        typer.secho(f"error: cannot read {exc.filename}: {exc.strerror}", fg="red", err=True)
         raise typer.Exit(2) from None
     with reported():
+        if candidate and base is None:
+            raise BadInput("--candidate attaches a comparison: it needs --baseline", hint="use --record to attach a single diagnosis")
         try:
             searcher = Searcher.open(settings.index_dir, threads=settings.embed_threads)
         except KwikiError as exc:
             searcher = None
             typer.echo(f"note: {exc.message}; diagnosing without ranked pages ({exc.hint})", err=True)
-        resp = diagnose_request(data=data, filename=path.name, searcher=searcher, k=k, max_bytes=settings.max_upload_bytes)
-        if record:
+        resp = diagnose_request(data=data, filename=path.name, searcher=searcher, k=k, max_bytes=settings.max_upload_bytes,
+                                baseline=base, baseline_filename=baseline.name if baseline else "", kernel=kernel)
+        if isinstance(resp, Comparison):
+            if candidate:
+                from kwiki.service.cli_ledger import record_comparison
+
+                record_comparison(candidate, resp, workspace, settings)
+        elif record:
             from kwiki.service.cli_ledger import record_diagnosis
 
             record_diagnosis(record, resp, workspace, settings)
     if json_out:
         print_json(resp)
-        return
-    for launch in resp.launches:
-        typer.secho(f"{launch.kernel} (launch {launch.launch_id})", bold=True)
-        if not launch.signals:
-            typer.echo("  no signal fired")
-        for sig in launch.signals[:5]:
-            typer.secho(f"  {sig.signal:24s} magnitude {sig.magnitude:.2f}  {sig.title}", fg="cyan")
-            for ev in sig.evidence[:3]:
-                typer.echo(f"      {ev.metric} = {ev.value} (threshold {ev.threshold})")
-            for page in sig.pages[:3]:
-                typer.echo(f"      -> {page.id} [{page.type}, {page.confidence or '-'}] {page.title}")
-        if launch.missing:
-            typer.echo("  not evaluated (metrics missing): " + ", ".join(m.signal for m in launch.missing[:8]))
+    elif isinstance(resp, Comparison):
+        print_comparison(resp)
+    else:
+        print_diagnosis(resp)
 
 
 @app.command()

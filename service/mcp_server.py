@@ -26,7 +26,8 @@ from kwiki import __version__
 from kwiki.errors import BadInput, IndexMissing, KwikiError
 from kwiki.settings import Settings
 
-from .compact import CompactDiagnosis, CompactPage, CompactSearch, compact_diagnosis, compact_page, compact_search
+from .compact import (CompactComparison, CompactDiagnosis, CompactPage, CompactSearch, compact_comparison, compact_diagnosis, compact_page,
+                      compact_search)
 
 log = logging.getLogger("kwiki.mcp")
 T = TypeVar("T")
@@ -165,6 +166,18 @@ def build_server(settings: Settings, backend: Backend | None = None) -> MCPServe
         return _guarded(lambda: compact_diagnosis(_diagnose(kw, path, metrics, text, k)))
 
     @server.tool(description=(
+        "Compare a candidate kernel's Nsight Compute export with its parent's (both files on this machine, any format "
+        "diagnose reads). Kernels are matched by name, then launch order and shape; per kernel: speedup (median "
+        "duration before / after), a verdict (improved, regressed, within-noise) by the rule returned, the signals "
+        "resolved, appeared and persisting, and the metrics that changed (the same as `kwiki diagnose AFTER --baseline BEFORE`)."))
+    def compare(
+        path: Annotated[str, Field(description="The candidate's export (after)", min_length=1)],
+        baseline: Annotated[str, Field(description="The parent's export (before)", min_length=1)],
+        kernel: Annotated[str | None, Field(description="Only kernels whose name contains this")] = None,
+    ) -> CompactComparison:
+        return _guarded(lambda: compact_comparison(_compare(kw, path, baseline, kernel)))
+
+    @server.tool(description=(
         "List the Nsight Compute signals kwiki's diagnosis detects (tail effect, uncoalesced access, bank "
         "conflicts, ...), each with its pattern pages and the metrics it reads."))
     def list_signals() -> SignalList:
@@ -195,6 +208,25 @@ def _diagnose(kw: Backend, path: str | None, metrics: dict[str, Any] | None, tex
     if searcher is None:
         resp.warnings.append("no index loaded, so no pages are ranked: run `kwiki ingest`")
     return resp
+
+
+def _read_export(path: str, limit: int) -> tuple[bytes, str]:
+    file = Path(path).expanduser()
+    if not file.is_file():
+        raise BadInput(f"no file at {file}", hint="give the path of an NCU export, e.g. from `ncu --page raw --csv`")
+    if file.stat().st_size > limit:
+        raise BadInput(f"{file} is over the {limit}-byte limit", hint="export only the kernels of interest (ncu -k)")
+    return file.read_bytes(), file.name
+
+
+def _compare(kw: Backend, path: str, baseline: str, kernel: str | None) -> Any:
+    """Read both exports, then ``diagnose_request`` with a baseline: what POST /diagnose and the CLI call."""
+    from .diagnose_api import diagnose_request
+
+    limit = kw.settings.max_upload_bytes
+    data, name = _read_export(path, limit)
+    base, base_name = _read_export(baseline, limit)
+    return diagnose_request(data=data, filename=name, baseline=base, baseline_filename=base_name, kernel=kernel, max_bytes=limit)
 
 
 def serve(settings: Settings, http: bool = False, port: int = 8765) -> None:
