@@ -194,6 +194,7 @@ def build_index(
     cache_dir: Path | None = None,
     extra_pages: list[Page] | None = None,
     skip_unchanged: bool = False,
+    adapter: str | None = None,
 ) -> BuildResult:
     """Ingest ``roots`` and build a new index under ``index_dir``, then switch ``current`` to it.
 
@@ -229,13 +230,14 @@ def build_index(
 
         bm25.write(tmp / "bm25", pages, chunks)
 
-        cache = vectors.EmbeddingCache(Path(cache_dir) if cache_dir else index_dir / "cache")
+        model = embedder.model_id if embedder is not None else vectors.model_id(adapter)
+        cache = vectors.EmbeddingCache(Path(cache_dir) if cache_dir else index_dir / "cache", model)
         sentence_rows, sentence_texts = curated_sentences(pages, chunks)
         question_pages, question_texts = page_questions(pages, chunks)
         sentence_keys = [sentence_key(t) for t in sentence_texts + question_texts]
         todo = {c.content_hash: embed_text(pages[c.page_key].title, c.heading_path, c.text) for c in chunks}
         todo.update(zip(sentence_keys, sentence_texts + question_texts))
-        embedded = _embed_missing(cache, todo, embedder, threads, progress)
+        embedded = _embed_missing(cache, todo, embedder, threads, progress, adapter)
         chunk_matrix = cache.get([c.content_hash for c in chunks])
         vectors.write_table(tmp / "vectors", [_vector_row(c) for c in chunks], chunk_matrix)
         extra = cache.get(sentence_keys)
@@ -245,7 +247,7 @@ def build_index(
         _write_records(tmp, result)
         manifest = Manifest(
             kwiki_version=__version__,
-            model=vectors.MODEL_NAME,
+            model=model,
             model_dim=vectors.DIM,
             chunker_version=CHUNKER_VERSION,
             corpus_hash=corpus_hash(result),
@@ -300,14 +302,14 @@ def nearest_chunks(page_keys: list[str], question_vectors: np.ndarray, chunks: l
 
 
 def _embed_missing(cache: vectors.EmbeddingCache, todo: dict[str, str], embedder: vectors.Embedder | None,
-                   threads: int, progress: Progress | None) -> int:
+                   threads: int, progress: Progress | None, adapter: str | None = None) -> int:
     """Embed the texts (content key -> text) the cache lacks, chunks and sentences in one length-sorted
     queue; returns how many were embedded."""
     lacking = set(cache.missing(list(todo)))
     missing = [(h, text) for h, text in todo.items() if h in lacking]
     if not missing:
         return 0
-    embedder = embedder or vectors.Embedder(threads=threads)
+    embedder = embedder or vectors.Embedder(threads=threads, adapter=adapter)
     done = 0
 
     def tick(n: int) -> None:
