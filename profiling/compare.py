@@ -21,6 +21,7 @@ from kwiki.errors import BadInput
 from .diagnose import DiagnoseResponse, LaunchDiagnosis, diagnose_parsed
 from .ncu_csv import MAX_BYTES, LaunchProfile, ParseResult, parse_bytes
 from .program import select_kernel
+from .timeline import attach_timelines
 
 if TYPE_CHECKING:
     from kwiki.index.search import Searcher
@@ -254,8 +255,11 @@ def compare_bytes(before: bytes, before_name: str, after: bytes, after_name: str
     for data, name in ((before, before_name), (after, after_name)):
         if len(data) > max_bytes:
             raise BadInput(f"{name} is {len(data)} bytes, over the {max_bytes}-byte limit")
-    return compare_parsed(parse_bytes(before, before_name, max_bytes=max_bytes), parse_bytes(after, after_name, max_bytes=max_bytes),
-                          before_name, after_name, searcher, k, kernel)
+    out = compare_parsed(parse_bytes(before, before_name, max_bytes=max_bytes), parse_bytes(after, after_name, max_bytes=max_bytes),
+                         before_name, after_name, searcher, k, kernel)
+    if out.after_diagnosis is not None:
+        attach_timelines(out.after_diagnosis.launches, after, max_bytes)
+    return out
 
 
 def comparison_evidence(c: Comparison) -> dict[str, object]:

@@ -28,7 +28,9 @@ from .catalog import load_catalog
 from .ncu_csv import MAX_BYTES, LaunchProfile, ParseResult, RuleResult, parse_bytes, parse_csv_text, parse_json_text, parse_metrics_dict
 from .messages import message_hits
 from .routing import route
+from .hotspots import HotspotReport, is_source_page, parse_source_page
 from .next_step import NextStep, next_step
+from .timeline import Timeline, attach_timelines, has_timeline
 from .program import KernelShare, rank_kernels, select_kernel
 from .rulebase import Verdict
 from .rules import Evidence, Missing, evaluate
@@ -79,6 +81,7 @@ class LaunchDiagnosis(BaseModel):
     rules_read: int = 0
     verdict: Verdict | None = None
     next_step: NextStep | None = None
+    timeline: Timeline | None = None
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -92,6 +95,7 @@ class DiagnoseResponse(BaseModel):
     launches: list[LaunchDiagnosis] = Field(default_factory=list)
     text_signals: list[dict[str, Any]] = Field(default_factory=list)
     kernels: list[KernelShare] = Field(default_factory=list)
+    hotspots: HotspotReport | None = None
     warnings: list[str] = Field(default_factory=list)
     took_ms: float = 0.0
 
@@ -187,7 +191,13 @@ def diagnose_bytes(data: bytes, filename: str, searcher: Any = None, k: int = 5,
     if len(data) > max_bytes:
         raise BadInput(f"upload is {len(data)} bytes, over the {max_bytes}-byte limit")
     _check_k(k)
-    return diagnose_parsed(parse_bytes(bytes(data), filename, max_bytes=max_bytes), searcher, k, filename, started, kernel)
+    if is_source_page(bytes(data[:65536])):  # ncu --page source --csv: hotspots, no launch metrics
+        return DiagnoseResponse(filename=filename[:300], format="source", hotspots=parse_source_page(bytes(data)),
+                                took_ms=round((time.perf_counter() - started) * 1000, 2))
+    resp = diagnose_parsed(parse_bytes(bytes(data), filename, max_bytes=max_bytes), searcher, k, filename, started, kernel)
+    if has_timeline(bytes(data)) or data[:2] == b"\x1f\x8b":  # a raw page with instances: PM-sampling timelines
+        attach_timelines(resp.launches, bytes(data), max_bytes)
+    return resp
 
 
 def diagnose_metrics(metrics: dict[str, Any], searcher: Any = None, k: int = 5) -> DiagnoseResponse:

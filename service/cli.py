@@ -312,6 +312,8 @@ def diagnose(
     index_dir: IndexDir = None,
     baseline: Annotated[Optional[Path], typer.Option("--baseline", help="The parent's export: compare PATH against it")] = None,
     kernel: Annotated[Optional[str], typer.Option("--kernel", help="Only the launches of kernels whose name contains this")] = None,
+    source: Annotated[Optional[Path], typer.Option("--source", help="The report's --page source --csv export: add its hotspots")] = None,
+    plot: Annotated[Optional[Path], typer.Option("--plot", help="Write the first PM-sampling timeline as a PNG chart (needs matplotlib)")] = None,
     record: Annotated[Optional[str], typer.Option("--record", help="Attach the diagnosis to this ledger candidate")] = None,
     candidate: Annotated[Optional[str], typer.Option("--candidate", help="With --baseline: attach the comparison to this ledger candidate")] = None,
     workspace: Annotated[Optional[Path], typer.Option("--workspace", help="Ledger workspace for --record / --candidate")] = None,
@@ -329,6 +331,7 @@ def diagnose(
     try:
         data = sys.stdin.buffer.read() if str(path) == "-" else path.read_bytes()
         base = baseline.read_bytes() if baseline is not None else None
+        src = source.read_bytes() if source is not None else None
     except OSError as exc:
         typer.secho(f"error: cannot read {exc.filename}: {exc.strerror}", fg="red", err=True)
         raise typer.Exit(2) from None
@@ -341,7 +344,7 @@ def diagnose(
             searcher = None
             typer.echo(f"note: {exc.message}; diagnosing without ranked pages ({exc.hint})", err=True)
         resp = diagnose_request(data=data, filename=path.name, searcher=searcher, k=k, max_bytes=settings.max_upload_bytes,
-                                baseline=base, baseline_filename=baseline.name if baseline else "", kernel=kernel)
+                                baseline=base, baseline_filename=baseline.name if baseline else "", kernel=kernel, source=src)
         if isinstance(resp, Comparison):
             if candidate:
                 from kwiki.service.cli_ledger import record_comparison
@@ -351,6 +354,19 @@ def diagnose(
             from kwiki.service.cli_ledger import record_diagnosis
 
             record_diagnosis(record, resp, workspace, settings)
+    if plot is not None:
+        from kwiki.profiling.timeline import plot as plot_timeline
+
+        launches = resp.after_diagnosis.launches if isinstance(resp, Comparison) and resp.after_diagnosis else getattr(resp, "launches", [])
+        timeline = next((d.timeline for d in launches if d.timeline is not None), None)
+        if timeline is None:
+            typer.echo("note: no PM-sampling timeline in the export (capture with --section PmSampling and export the raw page "
+                       "with --print-metric-instances values): no chart written", err=True)
+        elif not plot_timeline(timeline, plot):
+            typer.echo("note: matplotlib is not installed: no chart written (pip install matplotlib); the sparkline and the "
+                       "JSON `timeline` carry the same series", err=True)
+        else:
+            typer.echo(f"wrote {plot}", err=True)
     if json_out:
         print_json(resp)
     elif isinstance(resp, Comparison):

@@ -9,6 +9,7 @@ import typer
 
 from kwiki.profiling.compare import Comparison
 from kwiki.profiling.diagnose import DiagnoseResponse, LaunchDiagnosis
+from kwiki.profiling.hotspots import HotspotReport
 
 MAX_LAUNCHES_PRINTED = 12  # a model export has hundreds of launches: print the top kernels' longest launches
 TOP_KERNELS_PRINTED = 10
@@ -35,6 +36,12 @@ def _launch(launch: LaunchDiagnosis) -> None:
             typer.echo(f"      -> {page.id} [{page.type}, {page.confidence or '-'}] {page.title}")
     if launch.missing:
         typer.echo("  not evaluated (metrics missing): " + ", ".join(m.signal for m in launch.missing[:8]))
+    if launch.timeline is not None:
+        t = launch.timeline
+        typer.echo(f"  timeline ({t.samples} samples x {t.interval_us:g} us, {t.activity.split('.TriageCompute.')[-1]}):")
+        typer.echo(f"    {t.sparkline}")
+        for ev in t.evidence + t.warnings:
+            typer.echo(f"    {ev}")
     if launch.next_step is not None:
         s = launch.next_step
         typer.echo(f"  next: {s.command}")
@@ -56,8 +63,27 @@ def print_diagnosis(resp: DiagnoseResponse) -> None:
             launches = [by_kernel[ks.kernel][ks.longest] for ks in resp.kernels[:MAX_LAUNCHES_PRINTED] if ks.kernel in by_kernel]
     for launch in launches:
         _launch(launch)
+    if resp.hotspots is not None:
+        print_hotspots(resp.hotspots)
     for w in resp.warnings:
         typer.secho(f"warning: {w}", fg="yellow", err=True)
+
+
+def print_hotspots(h: HotspotReport) -> None:
+    typer.secho(f"source hotspots ({h.view}, {h.total_samples:,} warp-stall samples):", bold=True)
+    for i, spot in enumerate(h.hotspots):
+        where = f"{spot.file.rsplit('/', 1)[-1]}:{spot.line}" if spot.line is not None else f"{spot.address}"
+        mark = "  <- " + ", ".join(spot.signals[:3]) if spot.signals else ""
+        typer.secho(f"  {spot.share:6.1%} {where:28s} {spot.code[:70]}{mark}", fg="cyan" if i == h.culprit else None)
+        stalls = ", ".join(f"{r} {v:.0%}" for r, v in spot.stalls.items())
+        if stalls:
+            typer.echo(f"         stalls: {stalls}")
+        for fact in spot.facts:
+            typer.echo(f"         {fact}")
+        if spot.note:
+            typer.echo(f"         ({spot.note})")
+    for w in h.warnings:
+        typer.secho(f"  warning: {w}", fg="yellow")
 
 
 def print_comparison(c: Comparison) -> None:

@@ -90,6 +90,7 @@ class DiagnosedLaunch(BaseModel):
     not_evaluated: list[str] = Field(default_factory=list, description="Signals whose metrics are absent from the export")
     key_metrics: dict[str, float] = Field(default_factory=dict)
     next_step: str = Field(default="", description="The ncu command that confirms or localizes the diagnosis, then its export")
+    timeline: str = Field(default="", description="PM-sampling SM activity as a sparkline, then what it shows (tail, idle stretches)")
 
 
 class CompactDiagnosis(BaseModel):
@@ -98,6 +99,7 @@ class CompactDiagnosis(BaseModel):
     launches_total: int = 0
     text_signals: list[str] = Field(default_factory=list, description="Signals recognized in pasted text")
     kernels: list[str] = Field(default_factory=list, description="Kernels by share of GPU time: 'share% name (top signal)'")
+    hotspots: list[str] = Field(default_factory=list, description="Source lines by warp-stall samples: 'share file:line code | stalls | facts -> signals'")
     warnings: list[str] = Field(default_factory=list)
 
 
@@ -176,11 +178,28 @@ def compact_diagnosis(resp: Any, max_launches: int = 5, max_signals: int = 5) ->
                                         checks=[f"{c.level} {c.check}: {c.message}" for c in v.checks] if v else [],
                                         not_evaluated=sorted({m.signal for m in launch.missing}),
                                         key_metrics=dict(launch.key_metrics),
-                                        next_step=f"{nxt.command} && {nxt.export}" if nxt else ""))
+                                        next_step=f"{nxt.command} && {nxt.export}" if nxt else "",
+                                        timeline=_timeline_line(getattr(launch, "timeline", None))))
     return CompactDiagnosis(format=resp.format, launches=launches, launches_total=len(resp.launches),
                             text_signals=[str(t.get("signal")) for t in getattr(resp, "text_signals", []) if t.get("signal")],
                             kernels=[f"{ks.share:.1%} {ks.kernel[:120]} ({ks.top or '-'})" for ks in getattr(resp, "kernels", [])[:10]],
+                            hotspots=_hotspot_lines(getattr(resp, "hotspots", None)),
                             warnings=list(resp.warnings[:10]))
+
+
+def _timeline_line(t: Any) -> str:
+    return f"{t.sparkline} | {'; '.join(t.evidence + t.warnings)}" if t is not None else ""
+
+
+def _hotspot_lines(h: Any) -> list[str]:
+    if h is None:
+        return []
+    out = []
+    for spot in h.hotspots:
+        where = f"{spot.file.rsplit('/', 1)[-1]}:{spot.line}" if spot.line is not None else str(spot.address)
+        stalls = ", ".join(f"{r} {v:.0%}" for r, v in spot.stalls.items())
+        out.append(f"{spot.share:.1%} {where} {spot.code[:100]} | {stalls} | {'; '.join(spot.facts)} -> {', '.join(spot.signals)}")
+    return out + [f"warning: {w}" for w in h.warnings[:3]]
 
 
 def compact_comparison(c: Any) -> CompactComparison:

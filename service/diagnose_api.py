@@ -27,9 +27,11 @@ def _searcher(request: Request):
 
 def diagnose_request(*, data: bytes | None = None, filename: str = "", metrics: dict | None = None,
                      text: str | None = None, searcher: Any = None, k: int = 5, max_bytes: int = 20 << 20,
-                     baseline: bytes | None = None, baseline_filename: str = "", kernel: str | None = None):
+                     baseline: bytes | None = None, baseline_filename: str = "", kernel: str | None = None,
+                     source: bytes | None = None):
     """The one diagnose path for HTTP, CLI and MCP: exactly one of data/metrics/text; with ``baseline`` (the
-    parent's export) a :class:`~kwiki.profiling.compare.Comparison` of ``data`` against it instead."""
+    parent's export) a :class:`~kwiki.profiling.compare.Comparison` of ``data`` against it instead; ``source`` (the
+    same report's ``--page source --csv`` export) adds its hotspots."""
     from kwiki.profiling.diagnose import diagnose_bytes, diagnose_metrics, diagnose_text
 
     given = [x is not None for x in (data, metrics, text)]
@@ -47,10 +49,15 @@ def diagnose_request(*, data: bytes | None = None, filename: str = "", metrics: 
         return compare_bytes(baseline, baseline_filename or "baseline", data, filename or "upload", searcher=searcher, k=k,
                              max_bytes=max_bytes, kernel=kernel)
     if data is not None:
-        if len(data) > max_bytes:
-            raise PayloadTooLarge(f"upload is {len(data)} bytes; the limit is {max_bytes}",
+        if len(data) > max_bytes or (source is not None and len(source) > max_bytes):
+            raise PayloadTooLarge(f"upload is {max(len(data), len(source or b''))} bytes; the limit is {max_bytes}",
                                   hint="export only the kernels you need (ncu -k NAME -c N)")
-        return diagnose_bytes(data, filename or "upload", searcher=searcher, k=k, max_bytes=max_bytes, kernel=kernel)
+        resp = diagnose_bytes(data, filename or "upload", searcher=searcher, k=k, max_bytes=max_bytes, kernel=kernel)
+        if source is not None:
+            from kwiki.profiling.hotspots import parse_source_page
+
+            resp.hotspots = parse_source_page(source)
+        return resp
     if metrics is not None:
         return diagnose_metrics(metrics, searcher=searcher, k=k)
     return diagnose_text(text or "", searcher=searcher, k=k)
@@ -62,14 +69,16 @@ async def diagnose(request: Request, k: int = Query(5, description="pages per si
 
     With a second multipart field ``baseline`` (the parent's export) the answer is a comparison of ``file``
     against it: matched kernels, speedup with its noise rule and verdict, metric deltas, signals resolved,
-    appeared and persisting (``kwiki diagnose FILE --baseline BASELINE``). A field ``kernel`` keeps one kernel."""
+    appeared and persisting (``kwiki diagnose FILE --baseline BASELINE``). A field ``kernel`` keeps one kernel; a field
+    ``source`` (``--page source --csv`` of the same report) adds the hotspots (an upload that is itself a source page
+    gets them too)."""
     import asyncio
 
     settings = request.app.state.kwiki.settings
     ctype = request.headers.get("content-type", "")
     kwargs: dict[str, Any] = {}
     if ctype.startswith("multipart/form-data"):
-        form = await request.form(max_files=2, max_fields=6)
+        form = await request.form(max_files=3, max_fields=6)
         upload = form.get("file")
         if upload is None or isinstance(upload, str):
             raise BadInput('no file in the upload', hint='send the export as multipart field "file"')
@@ -77,6 +86,9 @@ async def diagnose(request: Request, k: int = Query(5, description="pages per si
         base = form.get("baseline")
         if base is not None and not isinstance(base, str):  # the parent's export: compare file against it
             kwargs |= {"baseline": await base.read(settings.max_upload_bytes + 1), "baseline_filename": base.filename or "baseline"}
+        src = form.get("source")
+        if src is not None and not isinstance(src, str):  # the same report's source page: hotspots
+            kwargs["source"] = await src.read(settings.max_upload_bytes + 1)
         if isinstance(form.get("kernel"), str) and form.get("kernel"):
             kwargs["kernel"] = form.get("kernel")
     elif ctype.startswith("application/json"):

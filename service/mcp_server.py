@@ -151,7 +151,9 @@ def build_server(settings: Settings, backend: Backend | None = None) -> MCPServe
     @server.tool(description=(
         "Diagnose an Nsight Compute profile. Give exactly one of: `path` (a file on this machine: `ncu --page raw "
         "--csv` export (best), `--page details --csv`, JSON or .ncu-rep), `metrics` ({ncu metric name: value}), or "
-        "`text` (pasted ncu console output, metric=value pairs or rule messages). Returns, per kernel launch, the "
+        "`text` (pasted ncu console output, metric=value pairs or rule messages); `source` adds the hotspots of the "
+        "report's source page (a `path` that is a source page gets them too). Returns, per kernel launch, a verdict "
+        "(speed-of-light first when a unit is at its peak, validity checks), the next ncu command, the "
         "fired signals ranked by the share of runtime at stake, their evidence and the pages that explain them "
         "(the same diagnosis as POST /diagnose). See list_signals for what it can detect."))
     def diagnose(
@@ -160,10 +162,11 @@ def build_server(settings: Settings, backend: Backend | None = None) -> MCPServe
             description="Metric values, e.g. {\"launch__grid_size\": 32, \"launch__sm_count\": 132}")] = None,
         text: Annotated[str | None, Field(description="Pasted ncu output or rule messages", max_length=1_000_000)] = None,
         k: Annotated[int, Field(description="Pages per signal", ge=1, le=20)] = 5,
+        source: Annotated[str | None, Field(description="With `path`: the same report's `--page source --csv` export, for hotspots")] = None,
     ) -> CompactDiagnosis:
         if sum(x is not None for x in (path, metrics, text)) != 1:
             raise ToolError("bad_request: give exactly one of `path`, `metrics` or `text`")
-        return _guarded(lambda: compact_diagnosis(_diagnose(kw, path, metrics, text, k)))
+        return _guarded(lambda: compact_diagnosis(_diagnose(kw, path, metrics, text, k, source)))
 
     @server.tool(description=(
         "Compare a candidate kernel's Nsight Compute export with its parent's (both files on this machine, any format "
@@ -186,7 +189,8 @@ def build_server(settings: Settings, backend: Backend | None = None) -> MCPServe
     return server
 
 
-def _diagnose(kw: Backend, path: str | None, metrics: dict[str, Any] | None, text: str | None, k: int) -> Any:
+def _diagnose(kw: Backend, path: str | None, metrics: dict[str, Any] | None, text: str | None, k: int,
+              source: str | None = None) -> Any:
     """Read ``path`` if given, then call ``diagnose_request``: the function POST /diagnose and the CLI call."""
     from .diagnose_api import diagnose_request
 
@@ -203,8 +207,9 @@ def _diagnose(kw: Backend, path: str | None, metrics: dict[str, Any] | None, tex
         if file.stat().st_size > limit:
             raise BadInput(f"{file} is over the {limit}-byte limit", hint="export only the kernels of interest (ncu -k)")
         data, filename = file.read_bytes(), file.name
+    src = _read_export(source, limit)[0] if source is not None else None
     resp = diagnose_request(data=data, filename=filename, metrics=metrics, text=text, searcher=searcher, k=k,
-                            max_bytes=limit)
+                            max_bytes=limit, source=src)
     if searcher is None:
         resp.warnings.append("no index loaded, so no pages are ranked: run `kwiki ingest`")
     return resp
