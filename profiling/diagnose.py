@@ -32,6 +32,7 @@ from .hotspots import HotspotReport, is_source_page, parse_source_page
 from .next_step import NextStep, next_step
 from .timeline import Timeline, attach_timelines, has_timeline
 from .program import KernelShare, rank_kernels, select_kernel
+from .repz import unwrap as unwrap_repz
 from .rulebase import Verdict
 from .rules import Evidence, Missing, evaluate
 from .verdict import program_checks
@@ -191,6 +192,7 @@ def diagnose_bytes(data: bytes, filename: str, searcher: Any = None, k: int = 5,
     if len(data) > max_bytes:
         raise BadInput(f"upload is {len(data)} bytes, over the {max_bytes}-byte limit")
     _check_k(k)
+    data, filename = unwrap_repz(bytes(data), filename, max_bytes)  # .ncu-repz -> .ncu-rep
     if is_source_page(bytes(data[:65536])):  # ncu --page source --csv: hotspots, no launch metrics
         return DiagnoseResponse(filename=filename[:300], format="source", hotspots=parse_source_page(bytes(data)),
                                 took_ms=round((time.perf_counter() - started) * 1000, 2))
