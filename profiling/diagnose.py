@@ -28,9 +28,10 @@ from .catalog import load_catalog
 from .ncu_csv import MAX_BYTES, LaunchProfile, ParseResult, RuleResult, parse_bytes, parse_csv_text, parse_json_text, parse_metrics_dict
 from .messages import message_hits
 from .routing import route
-from .hotspots import HotspotReport, is_source_page, parse_source_page
+from .hotspots import HotspotReport, _plain, is_source_page, parse_source_page
 from .next_step import NextStep, next_step
-from .timeline import Timeline, attach_timelines, has_timeline
+from .report_views import report_views
+from .timeline import Timeline, apply_timelines, attach_timelines, has_timeline
 from .program import KernelShare, rank_kernels, select_kernel
 from .repz import unwrap as unwrap_repz
 from .rulebase import Verdict
@@ -197,7 +198,11 @@ def diagnose_bytes(data: bytes, filename: str, searcher: Any = None, k: int = 5,
         return DiagnoseResponse(filename=filename[:300], format="source", hotspots=parse_source_page(bytes(data)),
                                 took_ms=round((time.perf_counter() - started) * 1000, 2))
     resp = diagnose_parsed(parse_bytes(bytes(data), filename, max_bytes=max_bytes), searcher, k, filename, started, kernel)
-    if has_timeline(bytes(data)) or data[:2] == b"\x1f\x8b":  # a raw page with instances: PM-sampling timelines
+    if resp.format == "ncu-rep":  # the report itself: its PM-sampling series and per-PC samples (ncu_report)
+        timelines, hotspots = report_views(_plain(bytes(data), max_bytes))
+        apply_timelines(resp.launches, timelines)
+        resp.hotspots = resp.hotspots or hotspots
+    elif has_timeline(bytes(data)) or data[:2] == b"\x1f\x8b":  # a raw page with instances: PM-sampling timelines
         attach_timelines(resp.launches, bytes(data), max_bytes)
     return resp
 

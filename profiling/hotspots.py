@@ -127,10 +127,10 @@ def _blocks(text: str) -> list[tuple[str, str, list[str], list[list[str]]]]:
     for row in csv.reader(io.StringIO(text)):
         if not row:
             continue
-        if row[0] == "File Path":
+        if row[0] in ("File Path", "File Name"):
             file, header = (row[1] if len(row) > 1 else ""), None
-        elif row[0] == "Function Name":
-            function = row[1] if len(row) > 1 else ""
+        elif row[0] in ("Function Name", "Kernel Name"):  # --print-source sass names the kernel, not a file
+            function, header = (row[1] if len(row) > 1 else ""), None
         elif SAMPLES in row:
             header = row
             out.append((file, function, header, []))
@@ -144,6 +144,9 @@ def parse_source_page(data: bytes, top: int = TOP_HOTSPOTS) -> HotspotReport:
     text = _plain(data).decode("utf-8", "replace").lstrip("\ufeff")
     warnings = [ln.split("==WARNING==", 1)[1].strip() for ln in text.splitlines()[:200] if ln.startswith("==WARNING==")]
     blocks = _blocks(text)
+    if not blocks and re.search(r'^"Line No","Source"\s*$', text[:20000], re.M):
+        raise BadInput("this source export has the code but no metrics: Nsight Compute 2025.3.1 prints per-line samples only with "
+                       "--print-source cuda,sass (or sass)", hint="export with `ncu --import R.ncu-rep --page source --csv --print-source cuda,sass`")
     if not blocks:
         if warnings:
             return HotspotReport(view="sass", warnings=[*warnings[:5], (
@@ -210,10 +213,11 @@ def _facts(ln: _Line) -> tuple[list[str], list[str]]:
     facts, signals = [], []
     if ln.sectors > 0 and ln.excessive / ln.sectors >= EXCESSIVE_SHARE:
         facts.append(f"L2 Theoretical Sectors Global Excessive {ln.excessive:,.0f} of {ln.sectors:,.0f} ({ln.excessive / ln.sectors:.0%})")
-        signals.append("sparse-stores" if ln.ops <= {"Store"} else "uncoalesced-global")
-    nway = ln.sass_nway if ln.sass else ln.nway
+        signals.append("sparse-stores" if ln.ops and ln.ops <= {"Store"} else "uncoalesced-global")
+    per_instruction = ln.line is None or bool(ln.sass_nway)  # a SASS row is one instruction; a line's value is a sum
+    nway = max(ln.nway, ln.sass_nway) if ln.line is None else (ln.sass_nway if ln.sass else ln.nway)
     if nway >= MIN_NWAY:
-        facts.append(f"L1 Conflicts Shared N-Way {nway:g} (worst instruction)" if ln.sass else f"L1 Conflicts Shared N-Way {nway:g}")
+        facts.append(f"L1 Conflicts Shared N-Way {nway:g}" + (" (worst instruction)" if per_instruction and ln.line is not None else ""))
         signals.append("smem-bank-conflicts")
     if "Local" in ln.spaces:
         facts.append(f"local memory (register spills or a stack array): {ln.local:,.0f} L2 sectors")

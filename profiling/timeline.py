@@ -17,7 +17,7 @@ import csv
 import io
 import statistics
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 from pydantic import BaseModel, Field
 
@@ -137,34 +137,42 @@ def parse_timelines(data: bytes) -> list[Timeline]:
     out = []
     for row in rows[start + 2:]:
         rec = dict(zip(header, row))
-        interval = parse_number(rec.get("profiler__pmsampler_interval_time", "")) or 0.0
         series: dict[str, list[float]] = {}
         for i in cols:
             if i < len(row) and (v := _values(row[i])) is not None:
                 series[header[i]] = v
-        if not series or interval <= 0:
-            continue
-        name = next((a for a in ACTIVITY if a in series and _window(series[a])), None)
-        name = name or max(series, key=lambda k: sum(1 for x in series[k] if x > 0))
-        win = _window(series[name])
-        act = series[name][win[0]: win[1]] if win else []
-        tail, idle, ev, warns = _analyze(act, interval)
-        shown = []
-        for metric in [m for m in SHOWN if m in series]:
-            w = _window(series[metric])
-            if w is None:  # never active (no barrier in the kernel, no tensor pipe): nothing to draw
-                continue
-            vals, k = _down(series[metric][w[0]: w[1]])
-            shown.append(Series(metric=metric, unit=units[header.index(metric)] if header.index(metric) < len(units) else "",
-                                values=vals, step_us=round(k * interval, 4)))
-        out.append(Timeline(launch_id=rec.get("ID", str(len(out))), kernel=rec.get("Kernel Name", ""), interval_us=interval,
-                            samples=len(act), activity=name, tail_share=tail, idle_share=idle, evidence=ev, warnings=warns,
-                            sparkline=spark(act), series=shown))
+        unit_of = {header[i]: units[i] for i in cols if i < len(units)}
+        t = build_timeline(series, parse_number(rec.get("profiler__pmsampler_interval_time", "")) or 0.0,
+                           rec.get("ID", str(len(out))), rec.get("Kernel Name", ""), unit_of)
+        if t is not None:
+            out.append(t)
     return out
 
 
-def plot(t: Timeline, path: Path) -> bool:
-    """Write ``t`` as a PNG chart (one panel per series) to ``path``; False when matplotlib is not installed."""
+def build_timeline(series: dict[str, list[float]], interval: float, launch_id: str, kernel: str = "",
+                   units: dict[str, str] | None = None) -> Timeline | None:
+    """A :class:`Timeline` from ``{metric: one value per sample}`` sampled every ``interval`` us (None: nothing sampled)."""
+    if not series or interval <= 0:
+        return None
+    name = next((a for a in ACTIVITY if a in series and _window(series[a])), None)
+    name = name or max(series, key=lambda k: sum(1 for x in series[k] if x > 0))
+    win = _window(series[name])
+    act = series[name][win[0]: win[1]] if win else []
+    tail, idle, ev, warns = _analyze(act, interval)
+    shown = []
+    for metric in [m for m in SHOWN if m in series]:
+        w = _window(series[metric])
+        if w is None:  # never active (no barrier in the kernel, no tensor pipe): nothing to draw
+            continue
+        vals, k = _down(series[metric][w[0]: w[1]])
+        shown.append(Series(metric=metric, unit=(units or {}).get(metric, ""), values=vals, step_us=round(k * interval, 4)))
+    return Timeline(launch_id=launch_id, kernel=kernel, interval_us=interval, samples=len(act), activity=name, tail_share=tail,
+                    idle_share=idle, evidence=ev, warnings=warns, sparkline=spark(act), series=shown)
+
+
+def plot(t: Timeline, path: Path | BinaryIO) -> bool:
+    """Write ``t`` as a PNG chart (one panel per series) to ``path`` (a file name or a binary stream); False when
+    matplotlib is not installed."""
     try:
         import matplotlib
 
@@ -180,7 +188,7 @@ def plot(t: Timeline, path: Path) -> bool:
     axes[-1, 0].set_xlabel("us since the series' first active sample", fontsize=7)
     fig.suptitle(f"{t.kernel[:90]} (launch {t.launch_id}): tail {t.tail_share:.0%}", fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, format="png")
     plt.close(fig)
     return True
 
@@ -196,7 +204,11 @@ def attach_timelines(launches: list[LaunchDiagnosis], data: bytes, max_bytes: in
     plain = _plain(data, max_bytes)
     if not has_timeline(plain):
         return
-    by_id = {t.launch_id: t for t in parse_timelines(plain)}
+    apply_timelines(launches, {t.launch_id: t for t in parse_timelines(plain)})
+
+
+def apply_timelines(launches: list[LaunchDiagnosis], by_id: dict[str, Timeline]) -> None:
+    """Set each launch's timeline from ``{launch id: timeline}`` and add its evidence to the signals it bears on."""
     for d in launches:
         t = by_id.get(d.launch_id)
         if t is None:

@@ -3,9 +3,7 @@
 
 from __future__ import annotations
 
-import csv
 import gzip
-import io
 from pathlib import Path
 
 import pytest
@@ -89,21 +87,22 @@ def test_few_samples_are_flagged():
 
 
 def test_sass_only_view_ranks_instructions():
-    # the SASS columns of the cuda,sass export, as --print-source sass lays them out (Address, Source, metrics)
-    rows = list(csv.reader(io.StringIO(page("coalescing-bad").decode())))
-    out = io.StringIO()
-    w = csv.writer(out, quoting=csv.QUOTE_ALL)
-    for row in rows:
-        if row[0] in ("File Path", "Function Name"):
-            w.writerow(row)
-        elif "Line No" in row:
-            w.writerow(row[2:])
-        elif not row[0] and len(row) > 2:
-            w.writerow(row[2:])
-    r = parse_source_page(out.getvalue().encode())
-    assert r.view == "sass" and r.hotspots[0].line is None and r.hotspots[0].address.startswith("0x")
+    # real --print-source sass exports (2nd device call): "Kernel Name" blocks, then Address, Source, metrics
+    r = parse_source_page((VERIFY / "coalescing-bad.sass.csv.gz").read_bytes())
+    assert r.view == "sass" and r.functions == ["coalescing_bad(const float *, float *, int)"]
+    top = r.hotspots[0]
+    assert top.line is None and top.address.startswith("0x")
     # ncu charges a load's latency to the instruction that waits for it: the FFMA that consumes the LDG
-    assert r.hotspots[0].code.startswith("FFMA") and r.hotspots[0].stalls["long_scoreboard"] > 0.9
+    assert top.code.startswith("FFMA") and top.stalls["long_scoreboard"] > 0.9 and top.share > 0.9
+    bank = parse_source_page((VERIFY / "bank_conflicts-bad.sass.csv.gz").read_bytes())
+    lds = bank.hotspots[bank.culprit]
+    assert lds.code.startswith("LDS") and lds.facts == ["L1 Conflicts Shared N-Way 32"] and lds.signals[0] == "smem-bank-conflicts"
+
+
+def test_cuda_only_view_has_no_metrics_and_says_so():
+    with pytest.raises(BadInput) as e:
+        parse_source_page((VERIFY / "coalescing-bad.cuda.csv.gz").read_bytes())
+    assert "no metrics" in e.value.message and "cuda,sass" in e.value.hint
 
 
 def test_a_source_page_upload_and_a_source_beside_a_raw_export():
@@ -114,3 +113,13 @@ def test_a_source_page_upload_and_a_source_beside_a_raw_export():
     assert both.launches[0].top == "uncoalesced-global" == both.hotspots.hotspots[0].signals[0]
     with pytest.raises(BadInput):
         parse_source_page(b'"ID","Kernel Name"\n"0","k"\n')
+
+
+def test_report_views_without_ncu_report_give_nothing_and_say_nothing_wrong():
+    from kwiki.profiling.ncu_csv import ncu_report_module
+    from kwiki.profiling.report_views import report_views
+
+    if ncu_report_module() is not None:
+        pytest.skip("ncu_report is installed: profiling/fixtures/verify/report_test.txt records the run with it")
+    assert report_views(b"NVR\x00") == ({}, None)
+
