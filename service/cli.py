@@ -244,6 +244,7 @@ def eval_(
     json_out: JsonOut = False,
     set_: Annotated[list[str] | None, typer.Option("--set", help="Ranking parameter NAME=VALUE (kwiki/index/params.py), repeatable")] = None,
     adapter: Annotated[str | None, typer.Option("--adapter", help="Embedding adapter for the suites' indexes ('none': the base model; default: the shipped one)")] = None,
+    splits: Annotated[str, typer.Option("--splits", help="Comma-separated question splits to run (dev,test,fresh,real; default: all)")] = "",
 ) -> None:
     """Measure retrieval quality on the labeled questions (nDCG@10, MRR@10, Recall@5/10, Hit@1)."""
     from rich.console import Console
@@ -268,7 +269,8 @@ def eval_(
         chosen_adapter = settings.embed_adapter if adapter is None else (None if adapter == "none" else adapter)
         result = command.run_eval(suites, chosen, settings.index_dir.parent / "eval", threads=settings.embed_threads,
                                   kernelwiki=kernelwiki, out_dir=out, readme=update_readme, progress=tick,
-                                  overrides=parse_overrides(set_ or []), adapter=chosen_adapter)
+                                  overrides=parse_overrides(set_ or []), adapter=chosen_adapter,
+                                  splits=[s.strip() for s in splits.split(",") if s.strip()] or None)
     failures = command.gate(result) if gate else []
     if json_out:
         print_json({"stamp": result["stamp"], "paths": result["paths"], "gate_failures": failures,
