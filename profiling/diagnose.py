@@ -29,8 +29,12 @@ from .ncu_csv import (MAX_BYTES, MAX_LAUNCHES, LaunchProfile, ParseResult, RuleR
                       parse_json_text, parse_metrics_dict)
 from .messages import message_hits
 from .routing import route
+from .hotspots import HotspotReport, _plain, is_source_page, parse_source_page
 from .next_step import NextStep, next_step
+from .report_views import report_views
+from .timeline import Timeline, apply_timelines, attach_timelines, has_timeline
 from .program import KernelShare, rank_kernels, select_kernel
+from .repz import unwrap as unwrap_repz
 from .rulebase import Verdict
 from .rules import Evidence, Missing, evaluate
 from .verdict import program_checks
@@ -86,6 +90,7 @@ class LaunchDiagnosis(BaseModel):
     rules_read: int = 0
     verdict: Verdict | None = None
     next_step: NextStep | None = None
+    timeline: Timeline | None = None
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -99,6 +104,7 @@ class DiagnoseResponse(BaseModel):
     launches: list[LaunchDiagnosis] = Field(default_factory=list)
     text_signals: list[dict[str, Any]] = Field(default_factory=list)
     kernels: list[KernelShare] = Field(default_factory=list)
+    hotspots: HotspotReport | None = None
     warnings: list[str] = Field(default_factory=list)
     took_ms: float = 0.0
 
@@ -235,8 +241,19 @@ def diagnose_bytes(data: bytes, filename: str, searcher: Any = None, k: int = 5,
     if len(data) > max_bytes:
         raise BadInput(f"upload is {len(data)} bytes, over the {max_bytes}-byte limit")
     _check_k(k)
-    return diagnose_parsed(parse_bytes(bytes(data), filename, max_bytes=max_bytes), searcher, k, filename, started,
+    data, filename = unwrap_repz(bytes(data), filename, max_bytes)  # .ncu-repz -> .ncu-rep
+    if is_source_page(bytes(data[:65536])):  # ncu --page source --csv: hotspots, no launch metrics
+        return DiagnoseResponse(filename=filename[:300], format="source", hotspots=parse_source_page(bytes(data)),
+                                took_ms=round((time.perf_counter() - started) * 1000, 2))
+    resp = diagnose_parsed(parse_bytes(bytes(data), filename, max_bytes=max_bytes), searcher, k, filename, started,
                            kernel=kernel, deadline=deadline)
+    if resp.format == "ncu-rep":  # the report itself: its PM-sampling series and per-PC samples (ncu_report)
+        timelines, hotspots = report_views(_plain(bytes(data), max_bytes))
+        apply_timelines(resp.launches, timelines)
+        resp.hotspots = resp.hotspots or hotspots
+    elif has_timeline(bytes(data)) or data[:2] == b"\x1f\x8b":  # a raw page with instances: PM-sampling timelines
+        attach_timelines(resp.launches, bytes(data), max_bytes)
+    return resp
 
 
 def diagnose_metrics(metrics: dict[str, Any], searcher: Any = None, k: int = 5, deadline: float | None = None) -> DiagnoseResponse:

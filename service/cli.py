@@ -318,63 +318,90 @@ def validate(
     raise typer.Exit(1 if errors else 0)
 
 
+def _read_bounded(path: Path, limit: int) -> bytes:
+    """At most ``limit + 1`` bytes of ``path`` ('-': stdin); a FIFO or device is refused (it would block or never end)."""
+    if str(path) == "-":
+        return sys.stdin.buffer.read(limit + 1)
+    if not path.is_file():
+        raise OSError(0, "not a regular file" if path.exists() else "no such file", str(path))
+    with open(path, "rb") as fh:
+        return fh.read(limit + 1)
+
+
 @app.command()
 def diagnose(
-    path: Annotated[Path, typer.Argument(help="ncu export: --page raw --csv, --page details --csv, plain --csv, JSON {metric: value}, .ncu-rep; '-' reads stdin")],
+    path: Annotated[Path, typer.Argument(help="ncu export: --page raw --csv, --page details --csv, plain --csv, JSON {metric: value}, .ncu-rep(z); '-' reads stdin")],
     k: Annotated[int, typer.Option("-k", help="Pages per signal")] = 5,
     index_dir: IndexDir = None,
+    baseline: Annotated[Optional[Path], typer.Option("--baseline", help="The parent's export: compare PATH against it")] = None,
+    kernel: Annotated[Optional[str], typer.Option("--kernel", help="Only the launches of kernels whose name contains this")] = None,
+    source: Annotated[Optional[Path], typer.Option("--source", help="The report's --page source --csv export: add its hotspots")] = None,
+    plot: Annotated[Optional[Path], typer.Option("--plot", help="Write the first PM-sampling timeline as a PNG chart (needs matplotlib)")] = None,
     record: Annotated[Optional[str], typer.Option("--record", help="Attach the diagnosis to this ledger candidate")] = None,
-    workspace: Annotated[Optional[Path], typer.Option("--workspace", help="Ledger workspace for --record")] = None,
+    candidate: Annotated[Optional[str], typer.Option("--candidate", help="With --baseline: attach the comparison to this ledger candidate")] = None,
+    workspace: Annotated[Optional[Path], typer.Option("--workspace", help="Ledger workspace for --record / --candidate")] = None,
     json_out: JsonOut = False,
 ) -> None:
-    """Diagnose an Nsight Compute export: fired signals, evidence, and the pages that fix them (same as POST /diagnose)."""
-    from kwiki.errors import KwikiError
+    """Diagnose an Nsight Compute export: verdict, fired signals, evidence, the next ncu command and the pages that fix
+    them (same as POST /diagnose). With --baseline, compare it with the parent's export."""
+    from kwiki.errors import BadInput, KwikiError
     from kwiki.index.search import Searcher
+    from kwiki.profiling.compare import Comparison
+    from kwiki.service.cli_profile import print_comparison, print_diagnosis
     from kwiki.service.diagnose_api import diagnose_request
 
     settings = load_settings(index_dir)
     limit = settings.max_upload_bytes  # the same bound as an upload: /dev/zero is not read for ever
     try:
-        if str(path) == "-":
-            data = sys.stdin.buffer.read(limit + 1)
-        elif not path.is_file():  # a FIFO would block, a device stream for ever
-            raise OSError(0, "not a regular file" if path.exists() else "no such file")
-        else:
-            with open(path, "rb") as fh:
-                data = fh.read(limit + 1)
+        data = _read_bounded(path, limit)
+        base = _read_bounded(baseline, limit) if baseline is not None else None
+        src = _read_bounded(source, limit) if source is not None else None
     except OSError as exc:
-        typer.secho(f"error: cannot read {path}: {exc.strerror or exc}", fg="red", err=True)
+        typer.secho(f"error: cannot read {exc.filename or path}: {exc.strerror or exc}", fg="red", err=True)
         raise typer.Exit(2) from None
-    if len(data) > limit:
-        typer.secho(f"error: {path} is over the {limit}-byte limit", fg="red", err=True)
-        typer.echo("hint: export only the kernels you need (ncu -k NAME -c N); KWIKI_MAX_UPLOAD_BYTES sets the limit", err=True)
-        raise typer.Exit(2)
+    for name, got in ((path, data), (baseline, base), (source, src)):
+        if got is not None and len(got) > limit:
+            typer.secho(f"error: {name} is over the {limit}-byte limit", fg="red", err=True)
+            typer.echo("hint: export only the kernels you need (ncu -k NAME -c N); KWIKI_MAX_UPLOAD_BYTES sets the limit", err=True)
+            raise typer.Exit(2)
     with reported():
+        if candidate and base is None:
+            raise BadInput("--candidate attaches a comparison: it needs --baseline", hint="use --record to attach a single diagnosis")
         try:
             searcher = Searcher.open(settings.index_dir, threads=settings.embed_threads)
         except KwikiError as exc:
             searcher = None
             typer.echo(f"note: {exc.message}; diagnosing without ranked pages ({exc.hint})", err=True)
-        resp = diagnose_request(data=data, filename=path.name, searcher=searcher, k=k, max_bytes=settings.max_upload_bytes)
-        if record:
+        resp = diagnose_request(data=data, filename=path.name, searcher=searcher, k=k, max_bytes=settings.max_upload_bytes,
+                                baseline=base, baseline_filename=baseline.name if baseline else "", kernel=kernel, source=src)
+        if isinstance(resp, Comparison):
+            if candidate:
+                from kwiki.service.cli_ledger import record_comparison
+
+                record_comparison(candidate, resp, workspace, settings)
+        elif record:
             from kwiki.service.cli_ledger import record_diagnosis
 
             record_diagnosis(record, resp, workspace, settings)
+    if plot is not None:
+        from kwiki.profiling.timeline import plot as plot_timeline
+
+        launches = resp.after_diagnosis.launches if isinstance(resp, Comparison) and resp.after_diagnosis else getattr(resp, "launches", [])
+        timeline = next((d.timeline for d in launches if d.timeline is not None), None)
+        if timeline is None:
+            typer.echo("note: no PM-sampling timeline in the export (capture with --section PmSampling and export the raw page "
+                       "with --print-metric-instances values): no chart written", err=True)
+        elif not plot_timeline(timeline, plot):
+            typer.echo("note: matplotlib is not installed: no chart written (pip install matplotlib); the sparkline and the "
+                       "JSON `timeline` carry the same series", err=True)
+        else:
+            typer.echo(f"wrote {plot}", err=True)
     if json_out:
         print_json(resp)
-        return
-    for launch in resp.launches:
-        typer.secho(f"{launch.kernel} (launch {launch.launch_id})", bold=True)
-        if not launch.signals:
-            typer.echo("  no signal fired")
-        for sig in launch.signals[:5]:
-            typer.secho(f"  {sig.signal:24s} magnitude {sig.magnitude:.2f}  {sig.title}", fg="cyan")
-            for ev in sig.evidence[:3]:
-                typer.echo(f"      {ev.metric} = {ev.value} (threshold {ev.threshold})")
-            for page in sig.pages[:3]:
-                typer.echo(f"      -> {page.id} [{page.type}, {page.confidence or '-'}] {page.title}")
-        if launch.missing:
-            typer.echo("  not evaluated (metrics missing): " + ", ".join(m.signal for m in launch.missing[:8]))
+    elif isinstance(resp, Comparison):
+        print_comparison(resp)
+    else:
+        print_diagnosis(resp)
 
 
 @app.command()

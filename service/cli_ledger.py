@@ -274,3 +274,18 @@ def record_diagnosis(candidate_id: str, diagnosis: Any, workspace: Path | None =
     signals = ", ".join(cand.evidence.signals[:5]) or "no signal"
     typer.echo(f"recorded on {cand.key} in {led.candidates_path}: {signals}", err=True)
     return cand
+
+
+def record_comparison(candidate_id: str, comparison: Any, workspace: Path | None = None, settings: Any = None) -> Any:
+    """``kwiki diagnose AFTER --baseline BEFORE --candidate ID``: attach the comparison (its after-diagnosis as the
+    evidence, the comparison under ``evidence.comparison``); a note goes to stderr. Returns the new version."""
+    from kwiki.ingest.ledger import Ledger
+    from kwiki.ingest.ledger_ops import workspace_dir
+    from kwiki.profiling.compare import attach_comparison
+    from kwiki.settings import Settings
+
+    led = Ledger(workspace_dir(settings or Settings(), workspace))
+    cand = attach_comparison(led, candidate_id, comparison)
+    typer.echo(f"recorded on {cand.key} in {led.candidates_path}: {comparison.verdict} "
+               f"({comparison.speedup or 0:.2f}x against {comparison.before})", err=True)
+    return cand

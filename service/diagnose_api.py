@@ -28,10 +28,13 @@ def _searcher(request: Request):
 
 def diagnose_request(*, data: bytes | None = None, filename: str = "", metrics: dict | None = None,
                      text: str | None = None, searcher: Any = None, k: int = 5, max_bytes: int = 20 << 20,
-                     deadline: float | None = None):
-    """The one diagnose path for HTTP, CLI and MCP: exactly one of data/metrics/text.
+                     baseline: bytes | None = None, baseline_filename: str = "", kernel: str | None = None,
+                     source: bytes | None = None, deadline: float | None = None):
+    """The one diagnose path for HTTP, CLI and MCP: exactly one of data/metrics/text; with ``baseline`` (the
+    parent's export) a :class:`~kwiki.profiling.compare.Comparison` of ``data`` against it instead; ``source`` (the
+    same report's ``--page source --csv`` export) adds its hotspots.
 
-    ``deadline`` (``time.monotonic()``) stops the diagnosis with a 503 ``timeout`` once passed, so the work
+    ``deadline`` (``time.monotonic()``) stops a diagnosis with a 503 ``timeout`` once passed, so the work
     stops with the answer rather than running on in its thread."""
     from kwiki.profiling.diagnose import diagnose_bytes, diagnose_metrics, diagnose_text
 
@@ -39,11 +42,27 @@ def diagnose_request(*, data: bytes | None = None, filename: str = "", metrics: 
     if sum(given) != 1:
         raise BadInput("give one of: a file upload, a metrics object, or text",
                        hint='multipart field "file", or JSON {"metrics": {...}} or {"text": "..."}')
+    if baseline is not None:
+        from kwiki.profiling.compare import compare_bytes
+
+        if data is None:
+            raise BadInput("a baseline needs the candidate's export to compare with it", hint='multipart fields "file" and "baseline"')
+        for blob, name in ((data, filename or "upload"), (baseline, baseline_filename or "baseline")):
+            if len(blob) > max_bytes:
+                raise PayloadTooLarge(f"{name} is {len(blob)} bytes; the limit is {max_bytes}", hint="export only the kernels you need (ncu -k NAME -c N)")
+        return compare_bytes(baseline, baseline_filename or "baseline", data, filename or "upload", searcher=searcher, k=k,
+                             max_bytes=max_bytes, kernel=kernel)
     if data is not None:
-        if len(data) > max_bytes:
-            raise PayloadTooLarge(f"upload is {len(data)} bytes; the limit is {max_bytes}",
+        if len(data) > max_bytes or (source is not None and len(source) > max_bytes):
+            raise PayloadTooLarge(f"upload is {max(len(data), len(source or b''))} bytes; the limit is {max_bytes}",
                                   hint="export only the kernels you need (ncu -k NAME -c N)")
-        return diagnose_bytes(data, filename or "upload", searcher=searcher, k=k, max_bytes=max_bytes, deadline=deadline)
+        resp = diagnose_bytes(data, filename or "upload", searcher=searcher, k=k, max_bytes=max_bytes, kernel=kernel,
+                              deadline=deadline)
+        if source is not None:
+            from kwiki.profiling.hotspots import parse_source_page
+
+            resp.hotspots = parse_source_page(source)
+        return resp
     if metrics is not None:
         return diagnose_metrics(metrics, searcher=searcher, k=k, deadline=deadline)
     return diagnose_text(text or "", searcher=searcher, k=k, deadline=deadline)
@@ -51,18 +70,32 @@ def diagnose_request(*, data: bytes | None = None, filename: str = "", metrics: 
 
 @router.post("/diagnose")
 async def diagnose(request: Request, k: int = Query(5, description="pages per signal (1..50)")) -> Any:
-    """Diagnose an NCU export (multipart ``file``) or JSON ``{"metrics": {...}}`` / ``{"text": "..."}``."""
+    """Diagnose an NCU export (multipart ``file``) or JSON ``{"metrics": {...}}`` / ``{"text": "..."}``.
+
+    With a second multipart field ``baseline`` (the parent's export) the answer is a comparison of ``file``
+    against it: matched kernels, speedup with its noise rule and verdict, metric deltas, signals resolved,
+    appeared and persisting (``kwiki diagnose FILE --baseline BASELINE``). A field ``kernel`` keeps one kernel; a field
+    ``source`` (``--page source --csv`` of the same report) adds the hotspots (an upload that is itself a source page
+    gets them too)."""
     from kwiki.service.limits import check_json_text, within_deadline
 
     settings = request.app.state.kwiki.settings
     ctype = request.headers.get("content-type", "")
     kwargs: dict[str, Any] = {}
     if ctype.startswith("multipart/form-data"):
-        form = await request.form(max_files=1, max_fields=4)
+        form = await request.form(max_files=3, max_fields=6)
         upload = form.get("file")
         if upload is None or isinstance(upload, str):
             raise BadInput('no file in the upload', hint='send the export as multipart field "file"')
         kwargs = {"data": await upload.read(settings.max_upload_bytes + 1), "filename": upload.filename or ""}
+        base = form.get("baseline")
+        if base is not None and not isinstance(base, str):  # the parent's export: compare file against it
+            kwargs |= {"baseline": await base.read(settings.max_upload_bytes + 1), "baseline_filename": base.filename or "baseline"}
+        src = form.get("source")
+        if src is not None and not isinstance(src, str):  # the same report's source page: hotspots
+            kwargs["source"] = await src.read(settings.max_upload_bytes + 1)
+        if isinstance(form.get("kernel"), str) and form.get("kernel"):
+            kwargs["kernel"] = str(form.get("kernel"))[:500]  # a part of a kernel name; it is echoed in errors
     elif ctype.startswith("application/json"):
         try:
             body = await request.json()
@@ -80,13 +113,14 @@ async def diagnose(request: Request, k: int = Query(5, description="pages per si
             raise BadInput("text must be a string")
     else:
         kwargs = {"data": await request.body(), "filename": request.headers.get("x-filename", "upload.csv")}
+
     def diagnose_json(**kw: Any) -> bytes:
         # serialized in the worker thread too: 1,000 launches are megabytes of JSON, which held the event loop
         return diagnose_request(**kw).model_dump_json().encode()
 
-    body = await within_deadline(settings.request_timeout_s, diagnose_json, searcher=_searcher(request), k=k,
-                                 max_bytes=settings.max_upload_bytes, **kwargs)
-    return Response(body, media_type="application/json")
+    answer = await within_deadline(settings.request_timeout_s, diagnose_json, searcher=_searcher(request), k=k,
+                                   max_bytes=settings.max_upload_bytes, **kwargs)
+    return Response(answer, media_type="application/json")
 
 
 @router.get("/signals")

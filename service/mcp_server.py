@@ -28,7 +28,8 @@ from kwiki import __version__
 from kwiki.errors import BadInput, IndexMissing, KwikiError
 from kwiki.settings import Settings
 
-from .compact import CompactDiagnosis, CompactPage, CompactSearch, compact_diagnosis, compact_page, compact_search
+from .compact import (CompactComparison, CompactDiagnosis, CompactPage, CompactSearch, compact_comparison, compact_diagnosis, compact_page,
+                      compact_search)
 
 if TYPE_CHECKING:
     from mcp.shared._context_streams import ContextSendStream
@@ -162,7 +163,9 @@ def build_server(settings: Settings, backend: Backend | None = None) -> MCPServe
     @server.tool(description=(
         "Diagnose an Nsight Compute profile. Give exactly one of: `path` (a file on this machine: `ncu --page raw "
         "--csv` export (best), `--page details --csv`, JSON or .ncu-rep), `metrics` ({ncu metric name: value}), or "
-        "`text` (pasted ncu console output, metric=value pairs or rule messages). Returns, per kernel launch, the "
+        "`text` (pasted ncu console output, metric=value pairs or rule messages); `source` adds the hotspots of the "
+        "report's source page (a `path` that is a source page gets them too). Returns, per kernel launch, a verdict "
+        "(speed-of-light first when a unit is at its peak, validity checks), the next ncu command, the "
         "fired signals ranked by the share of runtime at stake, their evidence and the pages that explain them "
         "(the same diagnosis as POST /diagnose). See list_signals for what it can detect."))
     def diagnose(
@@ -171,10 +174,23 @@ def build_server(settings: Settings, backend: Backend | None = None) -> MCPServe
             description="Metric values, e.g. {\"launch__grid_size\": 32, \"launch__sm_count\": 132}")] = None,
         text: Annotated[str | None, Field(description="Pasted ncu output or rule messages", max_length=1_000_000)] = None,
         k: Annotated[int, Field(description="Pages per signal", ge=1, le=20)] = 5,
+        source: Annotated[str | None, Field(description="With `path`: the same report's `--page source --csv` export, for hotspots")] = None,
     ) -> CompactDiagnosis:
         if sum(x is not None for x in (path, metrics, text)) != 1:
             raise ToolError("bad_request: give exactly one of `path`, `metrics` or `text`")
-        return _guarded(lambda: compact_diagnosis(_diagnose(kw, path, metrics, text, k)))
+        return _guarded(lambda: compact_diagnosis(_diagnose(kw, path, metrics, text, k, source)))
+
+    @server.tool(description=(
+        "Compare a candidate kernel's Nsight Compute export with its parent's (both files on this machine, any format "
+        "diagnose reads). Kernels are matched by name, then launch order and shape; per kernel: speedup (median "
+        "duration before / after), a verdict (improved, regressed, within-noise) by the rule returned, the signals "
+        "resolved, appeared and persisting, and the metrics that changed (the same as `kwiki diagnose AFTER --baseline BEFORE`)."))
+    def compare(
+        path: Annotated[str, Field(description="The candidate's export (after)", min_length=1)],
+        baseline: Annotated[str, Field(description="The parent's export (before)", min_length=1)],
+        kernel: Annotated[str | None, Field(description="Only kernels whose name contains this")] = None,
+    ) -> CompactComparison:
+        return _guarded(lambda: compact_comparison(_compare(kw, path, baseline, kernel)))
 
     @server.tool(description=(
         "List the Nsight Compute signals kwiki's diagnosis detects (tail effect, uncoalesced access, bank "
@@ -185,7 +201,8 @@ def build_server(settings: Settings, backend: Backend | None = None) -> MCPServe
     return server
 
 
-def _diagnose(kw: Backend, path: str | None, metrics: dict[str, Any] | None, text: str | None, k: int) -> Any:
+def _diagnose(kw: Backend, path: str | None, metrics: dict[str, Any] | None, text: str | None, k: int,
+              source: str | None = None) -> Any:
     """Read ``path`` if given, then call ``diagnose_request``: the function POST /diagnose and the CLI call."""
     from .diagnose_api import diagnose_request
 
@@ -194,20 +211,36 @@ def _diagnose(kw: Backend, path: str | None, metrics: dict[str, Any] | None, tex
     except IndexMissing:
         searcher = None  # the diagnosis itself needs no index; only the ranked pages do
     limit = kw.settings.max_upload_bytes
-    data, filename = None, ""
-    if path is not None:
-        file = Path(path).expanduser()
-        if not file.is_file():  # a FIFO would block, a device stream for ever
-            what = f"{file} is not a regular file" if file.exists() else f"no file at {file}"
-            raise BadInput(what, hint="give the path of an NCU export, e.g. from `ncu --page raw --csv`")
-        if file.stat().st_size > limit:
-            raise BadInput(f"{file} is over the {limit}-byte limit", hint="export only the kernels of interest (ncu -k)")
-        data, filename = file.read_bytes(), file.name
+    data, filename = _read_export(path, limit) if path is not None else (None, "")
+    src = _read_export(source, limit)[0] if source is not None else None
     resp = diagnose_request(data=data, filename=filename, metrics=metrics, text=text, searcher=searcher, k=k,
-                            max_bytes=limit, deadline=time.monotonic() + kw.settings.request_timeout_s)
+                            max_bytes=limit, source=src, deadline=time.monotonic() + kw.settings.request_timeout_s)
     if searcher is None:
         resp.warnings.append("no index loaded, so no pages are ranked: run `kwiki ingest`")
     return resp
+
+
+def _read_export(path: str, limit: int) -> tuple[bytes, str]:
+    """An export's bytes and name; at most ``limit`` bytes, and only from a regular file."""
+    file = Path(path).expanduser()
+    if not file.is_file():  # a FIFO would block, a device stream for ever
+        what = f"{file} is not a regular file" if file.exists() else f"no file at {file}"
+        raise BadInput(what, hint="give the path of an NCU export, e.g. from `ncu --page raw --csv`")
+    with open(file, "rb") as fh:
+        data = fh.read(limit + 1)  # the size read, not the size stat says: the file may grow meanwhile
+    if len(data) > limit:
+        raise BadInput(f"{file} is over the {limit}-byte limit", hint="export only the kernels of interest (ncu -k)")
+    return data, file.name
+
+
+def _compare(kw: Backend, path: str, baseline: str, kernel: str | None) -> Any:
+    """Read both exports, then ``diagnose_request`` with a baseline: what POST /diagnose and the CLI call."""
+    from .diagnose_api import diagnose_request
+
+    limit = kw.settings.max_upload_bytes
+    data, name = _read_export(path, limit)
+    base, base_name = _read_export(baseline, limit)
+    return diagnose_request(data=data, filename=name, baseline=base, baseline_filename=base_name, kernel=kernel, max_bytes=limit)
 
 
 def serve(settings: Settings, http: bool = False, port: int = 8765) -> None:
