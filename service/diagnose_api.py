@@ -51,7 +51,7 @@ def diagnose_request(*, data: bytes | None = None, filename: str = "", metrics: 
             if len(blob) > max_bytes:
                 raise PayloadTooLarge(f"{name} is {len(blob)} bytes; the limit is {max_bytes}", hint="export only the kernels you need (ncu -k NAME -c N)")
         return compare_bytes(baseline, baseline_filename or "baseline", data, filename or "upload", searcher=searcher, k=k,
-                             max_bytes=max_bytes, kernel=kernel)
+                             max_bytes=max_bytes, kernel=kernel, deadline=deadline)
     if data is not None:
         if len(data) > max_bytes or (source is not None and len(source) > max_bytes):
             raise PayloadTooLarge(f"upload is {max(len(data), len(source or b''))} bytes; the limit is {max_bytes}",

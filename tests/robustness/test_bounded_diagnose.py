@@ -237,3 +237,12 @@ def test_http_upload_of_short_rows_is_small(client):
     r = client.post("/diagnose", files={"file": ("x.csv.gz", upload)})
     assert "no launch rows" in _bad(r)["message"]  # the first 1,000 rows are all there is to read
     assert len(r.content) < 2_000
+
+
+def test_comparison_has_the_same_deadline():
+    from kwiki.profiling.compare import compare_bytes
+
+    body = (RAW_HEADER + "0,k,1000,32,132\n").encode()
+    with pytest.raises(RequestTimeout):
+        compare_bytes(body, "before.csv", body, "after.csv", deadline=0.0)  # long passed: stops before any launch
+    assert compare_bytes(body, "before.csv", body, "after.csv").kernels  # and without one it compares
