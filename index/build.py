@@ -230,6 +230,7 @@ def build_index(
         tmp.mkdir()
 
         bm25.write(tmp / "bm25", pages, chunks)
+        bm25.write_pages(tmp / "bm25-pages", pages)
 
         model = embedder.model_id if embedder is not None else vectors.model_id(adapter)
         cache = vectors.EmbeddingCache(Path(cache_dir) if cache_dir else index_dir / "cache", model)

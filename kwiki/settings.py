@@ -48,8 +48,8 @@ class Settings(BaseSettings):
         description="Where the ONNX export of the embedding model is kept (made once, in seconds)",
     )
     embed_adapter: str | None = Field(
-        default=None, description="Domain adapter folded into the embedding model (index/adapters/NAME.npz); "
-        "None or 'none': the base all-MiniLM-L6-v2. Part of the build's model id: a change rebuilds")
+        default="lora-r16-e3", description="Domain adapter folded into the embedding model (index/adapters/NAME.npz, "
+        "trained by evals/embedder/train.py); 'none': the base all-MiniLM-L6-v2. Part of the build's model id")
     max_query_chars: int = Field(default=2000, ge=16)
     max_k: int = Field(default=100, ge=1)
     max_upload_bytes: int = Field(default=20 * 1024 * 1024, ge=1024)

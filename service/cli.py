@@ -69,7 +69,7 @@ def ingest(
         extra = _ledger_pages(ledger or [], console)
         result = build_index(settings.index_dir, roots, threads=settings.embed_threads,
                              max_page_bytes=settings.max_page_bytes, progress=progress, extra_pages=extra,
-                             skip_unchanged=not force)
+                             skip_unchanged=not force, adapter=settings.embed_adapter)
     if json_out:
         print_json({"path": str(result.path), "unchanged": result.unchanged, "manifest": result.manifest.model_dump(),
                      "report": result.report.model_dump()})
