@@ -10,10 +10,10 @@
 #include <cstdlib>
 #include <vector>
 
-#define CK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { \
-  std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e)); std::exit(1); } } while (0)
-#define CB(x) do { cublasStatus_t s = (x); if (s != CUBLAS_STATUS_SUCCESS) { \
-  std::fprintf(stderr, "%s:%d cublas %d\n", __FILE__, __LINE__, (int)s); std::exit(1); } } while (0)
+#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
+  std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); std::exit(1); } } while (0)
+#define CB(x) do { cublasStatus_t st_ = (x); if (st_ != CUBLAS_STATUS_SUCCESS) { \
+  std::fprintf(stderr, "%s:%d cublas %d\n", __FILE__, __LINE__, (int)st_); std::exit(1); } } while (0)
 
 __global__ void fill(__nv_bfloat16* p, size_t n) {
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
