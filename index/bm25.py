@@ -26,13 +26,30 @@ FIELD_BOOSTS = {"title": 3.0, "headings": 1.5, "body": 1.0, "facets": 1.5, "ques
 IDENT_BOOST = 3.0
 
 
+#: Bump when what a field holds changes (``_document``, ``filter_terms``, ``facet_text``): it is part of the
+#: build fingerprint, so the next ``kwiki ingest`` rebuilds.
+LAYOUT_VERSION = 1
+
+
+def text_fields() -> list[tuple[str, str]]:
+    """(field, tokenizer) of every text field, in schema order."""
+    return [*((name, PROSE) for name in FIELD_BOOSTS), ("idents", IDENT), ("filters", "raw")]
+
+
+def layout() -> str:
+    """The fields a build writes with their tokenizers and the layout version (the fingerprint's ``bm25_layout``).
+
+    >>> layout().split(" ")[0]
+    'v1:'
+    """
+    return f"v{LAYOUT_VERSION}: " + ", ".join(f"{name}/{tok}" for name, tok in text_fields())
+
+
 def schema() -> tantivy.Schema:
     sb = tantivy.SchemaBuilder()
     sb.add_integer_field("row", stored=True, indexed=False, fast=False)
-    for name in FIELD_BOOSTS:
-        sb.add_text_field(name, stored=False, tokenizer_name=PROSE)
-    sb.add_text_field("idents", stored=False, tokenizer_name=IDENT)
-    sb.add_text_field("filters", stored=False, tokenizer_name="raw")
+    for name, tokenizer in text_fields():
+        sb.add_text_field(name, stored=False, tokenizer_name=tokenizer)
     return sb.build()
 
 

@@ -26,12 +26,12 @@ from typing import Callable
 import numpy as np
 
 from kwiki import __version__
-from kwiki.errors import BuildLocked
-from kwiki.ingest.chunking import CHUNKER_VERSION, SENTENCE_TYPES, sentences
+from kwiki.errors import BadRequest, BuildLocked
+from kwiki.ingest import chunking, corpus
 from kwiki.ingest.corpus import CorpusRoot, IngestResult, chunk_page, read_corpora
 from kwiki.ingest.models import Chunk, IngestReport, Page, Problem
 
-from . import bm25, vectors
+from . import bm25, manifest as manifest_mod, vectors
 from .manifest import Manifest
 
 CURRENT = "current"
@@ -50,9 +50,46 @@ class BuildResult:
     unchanged: bool = False  # True when skip_unchanged found nothing to rebuild
 
 
+def build_fingerprint(max_page_bytes: int, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """Everything besides the corpus files that decides what a build contains, as named strings.
+
+    It is stored in ``manifest.json`` and hashed into :func:`source_hash`, so a change to any of these
+    rebuilds on the next ``kwiki ingest`` instead of answering "index is up to date" over a stale index.
+    ``extra`` adds a caller's own inputs (an embedding adapter id, a ranking-relevant build parameter);
+    its keys may not shadow the built-in ones.
+
+    >>> fp = build_fingerprint(1024, {"adapter": "none"})
+    >>> fp["max_page_bytes"], fp["adapter"], fp["sentence_types"].startswith("hardware,")
+    ('1024', 'none', True)
+    """
+    fp = {
+        "kwiki_version": __version__,
+        "schema_version": str(manifest_mod.SCHEMA_VERSION),
+        "chunker_version": chunking.CHUNKER_VERSION,
+        "model": f"{vectors.MODEL_NAME} dim={vectors.DIM} max_tokens={vectors.MAX_TOKENS}",
+        "embed_version": str(vectors.EMBED_VERSION),
+        "embed_filter": hashlib.sha256(_NOT_FOR_MODEL.pattern.encode()).hexdigest()[:16],
+        "sentence_types": ",".join(sorted(chunking.SENTENCE_TYPES)),
+        "sentence_min_words": str(chunking.SENTENCE_MIN_WORDS),
+        "questions": f"max={corpus.MAX_QUESTIONS} chars={corpus.MAX_QUESTION_CHARS}",
+        "bm25_layout": bm25.layout(),
+        "max_page_bytes": str(max_page_bytes),
+    }
+    shadowed = sorted(set(extra or {}) & set(fp))
+    if shadowed:
+        raise BadRequest(f"fingerprint_extra may not redefine {shadowed}", hint="give your inputs their own names")
+    return fp | {str(k): str(v) for k, v in (extra or {}).items()}
+
+
+def fingerprint_hash(fingerprint: dict[str, str]) -> str:
+    """The fingerprint as one stable hash (key order does not matter)."""
+    return hashlib.sha256(json.dumps(fingerprint, sort_keys=True).encode()).hexdigest()
+
+
 def source_hash(roots: list[CorpusRoot], extra: str = "") -> str:
-    """A fast hash of every file an ingest would read (names and bytes), without parsing anything."""
-    h = hashlib.sha256(f"{__version__}\0{CHUNKER_VERSION}\0{extra}\n".encode())
+    """A fast hash of every file an ingest would read (names and bytes), without parsing anything; ``extra``
+    carries the build fingerprint's hash and the pages given beside the corpora."""
+    h = hashlib.sha256(f"{extra}\n".encode())
     for root in roots:
         base = Path(root.root)
         for top in ("sources", "wiki", "artifacts", "data"):
@@ -127,7 +164,7 @@ _NOT_FOR_MODEL = re.compile(
 
 
 def embed_text(title: str, heading_path: list[str], text: str) -> str:
-    """What the model sees for a chunk: the page title and heading path give it context.
+    r"""What the model sees for a chunk: the page title and heading path give it context.
 
     >>> embed_text("Fix", ["Changed Files"], "Speeds up decode.\n- `csrc/attn/decode.cu`\n- [x] tests pass")
     'Fix. Changed Files\nSpeeds up decode.'
@@ -194,6 +231,7 @@ def build_index(
     cache_dir: Path | None = None,
     extra_pages: list[Page] | None = None,
     skip_unchanged: bool = False,
+    fingerprint_extra: dict[str, str] | None = None,
 ) -> BuildResult:
     """Ingest ``roots`` and build a new index under ``index_dir``, then switch ``current`` to it.
 
@@ -201,15 +239,17 @@ def build_index(
     (``BuildResult.unchanged``): re-running ``kwiki ingest`` on an unchanged corpus costs a file hash.
 
     ``extra_pages`` (e.g. ledger candidates from :func:`kwiki.ingest.ledger_pages.ledger_pages`) are
-    indexed with the corpus pages.
+    indexed with the corpus pages. ``fingerprint_extra`` adds the caller's own build inputs to the
+    fingerprint (:func:`build_fingerprint`): a change to any of them rebuilds.
     """
     started = time.monotonic()
     index_dir = Path(index_dir)
     with BuildLock(index_dir):
         (index_dir / BUILDS).mkdir(parents=True, exist_ok=True)
         _collect_garbage(index_dir, keep=current_build(index_dir).name)
+        fingerprint = build_fingerprint(max_page_bytes, fingerprint_extra)
         extra = hashlib.sha256(b"".join(p.model_dump_json().encode() for p in extra_pages or [])).hexdigest()
-        quick = source_hash(roots, extra)
+        quick = source_hash(roots, f"{fingerprint_hash(fingerprint)}\0{extra}")
         if skip_unchanged:
             serving = _serving_manifest(index_dir)
             if serving is not None and serving.source_hash == quick:
@@ -247,7 +287,8 @@ def build_index(
             kwiki_version=__version__,
             model=vectors.MODEL_NAME,
             model_dim=vectors.DIM,
-            chunker_version=CHUNKER_VERSION,
+            chunker_version=chunking.CHUNKER_VERSION,
+            fingerprint=fingerprint,
             corpus_hash=corpus_hash(result),
             source_hash=quick,
             corpora=result.report.corpora,
@@ -273,8 +314,8 @@ def build_index(
 
 def curated_sentences(pages: dict[str, Page], chunks: list[Chunk]) -> tuple[list[int], list[str]]:
     """(chunk row, sentence) of every sentence of the curated pages, as two lists (``vectors.write_sentences``)."""
-    pairs = [(row, text) for row, c in enumerate(chunks) if pages[c.page_key].type in SENTENCE_TYPES
-             for text in sentences(c.text)]
+    pairs = [(row, text) for row, c in enumerate(chunks) if pages[c.page_key].type in chunking.SENTENCE_TYPES
+             for text in chunking.sentences(c.text, chunking.SENTENCE_MIN_WORDS)]
     return [r for r, _ in pairs], [t for _, t in pairs]
 
 
