@@ -343,11 +343,16 @@ class Searcher:
         return -item[1], self.pages[item[0]].path
 
     def _route(self, text: str) -> list[dict[str, Any]]:
-        try:
-            from kwiki.profiling.routing import route
-        except ImportError:  # profiling not installed in this build
-            return []
-        return route(text)
+        """The NCU signals ``text`` names (profiling's tables), their ``expand`` words analyzed as BM25 terms."""
+        from kwiki.profiling.routing import MAX_EXPAND, route
+
+        from .analysis import prose_tokens
+
+        signals = route(text)
+        for sig in signals:
+            terms = (t for word in sig.get("expand", []) for t in prose_tokens(word) if t)
+            sig["expand"] = list(dict.fromkeys(terms))[:MAX_EXPAND]
+        return signals
 
     def _signal_pages(self, signals: list[dict[str, Any]], f: Filters) -> dict[str, tuple[float, str]]:
         """Pages an NCU signal points to: pattern ids (kwiki corpus) or matching symptoms (KernelWiki)."""

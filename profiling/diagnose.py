@@ -1,6 +1,5 @@
 """Diagnose Nsight Compute exports: per launch, the fired signals ranked by magnitude, with evidence,
-the pattern pages and techniques they point to, what could not be evaluated, and (with a searcher)
-ranked pages from the index.
+the pattern pages and techniques they point to, and what could not be evaluated.
 
     >>> from kwiki.profiling.diagnose import diagnose_bytes, diagnose_metrics
     >>> r = diagnose_metrics({"launch__grid_size": 32, "launch__sm_count": 132})
@@ -10,8 +9,8 @@ ranked pages from the index.
     >>> diagnose_bytes(data, "tail_effect-bad.raw.csv").launches[0].signals[0].signal  # doctest: +SKIP
     'tail-effect'
 
-With ``searcher`` (a :class:`kwiki.index.search.Searcher`), each of the top signals gets ``pages``:
-its pattern pages (looked up with ``find_page``) merged with ``searcher.search(title + phrases, k)``.
+Profiling knows nothing of the index: ``SignalResult.pages`` stays empty here, and the service attaches
+ranked pages as a step of its own (:mod:`kwiki.service.diagnosis`, once per distinct signal).
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, computed_field
 
-from kwiki.errors import BadInput, KwikiError
+from kwiki.errors import BadInput
 
 from .catalog import load_catalog
 from .ncu_csv import MAX_BYTES, LaunchProfile, ParseResult, RuleResult, parse_bytes, parse_csv_text, parse_json_text, parse_metrics_dict
@@ -31,7 +30,6 @@ from .routing import route
 from .rules import Evidence, Missing, evaluate
 from .signals import load_signals
 
-TOP_SIGNALS_WITH_PAGES = 3
 SHORT_LAUNCH_NS = 10_000.0
 KEY_METRICS = ("duration", "grid_size", "block_size", "registers_per_thread", "waves_per_sm", "sm_throughput_pct",
                "memory_throughput_pct", "dram_throughput_pct", "l2_throughput_pct", "achieved_occupancy",
@@ -39,6 +37,8 @@ KEY_METRICS = ("duration", "grid_size", "block_size", "registers_per_thread", "w
 
 
 class PageRef(BaseModel):
+    """A page the index ranks for a signal (filled by the service, never by profiling)."""
+
     id: str
     title: str = ""
     type: str = ""
@@ -87,101 +87,60 @@ class DiagnoseResponse(BaseModel):
     took_ms: float = 0.0
 
 
-# ------------------------------------------------------------------ pages
-def _page_ref(page: Any, via: str, score: float | None = None) -> PageRef:
-    return PageRef(id=str(getattr(page, "key", None) or getattr(page, "id", "")), title=str(getattr(page, "title", "")),
-                   type=str(getattr(page, "type", "")), corpus=str(getattr(page, "corpus", "")),
-                   confidence=getattr(page, "confidence", None), score=score, via=via)
-
-
-def pages_for_signal(signal: str, searcher: Any, k: int = 5) -> tuple[list[PageRef], list[str]]:
-    """Pattern pages of ``signal`` (every corpus that has them) merged with a search for the signal."""
-    sdef = load_signals()[signal]
-    out: dict[str, PageRef] = {}
-    warnings: list[str] = []
-    corpora = sorted({str(getattr(p, "corpus", "")) for p in getattr(searcher, "pages", {}).values()})
-    for pid in sdef.patterns:
-        for corpus in [None, *corpora]:
-            page = searcher.find_page(pid, corpus) if corpus else searcher.find_page(pid)
-            if page is not None:
-                ref = _page_ref(page, "pattern")
-                out.setdefault(ref.id, ref)
-    try:
-        resp = searcher.search(sdef.query_text(), k=k)
-        for hit in resp.hits:
-            ref = PageRef(id=hit.id, title=hit.title, type=hit.type, corpus=hit.corpus, confidence=hit.confidence,
-                          score=hit.score, via="search")
-            out.setdefault(ref.id, ref)
-    except KwikiError as exc:
-        warnings.append(f"search for {signal} failed: {exc.message}")
-    return list(out.values())[: max(k, len(sdef.patterns))], warnings
-
-
 # ------------------------------------------------------------------ core
-def diagnose_profile(p: LaunchProfile, searcher: Any = None, k: int = 5, context: dict[str, float] | None = None) -> tuple[LaunchDiagnosis, list[str]]:
-    """Evaluate one launch; attach pages for its top signals when a searcher is given."""
+def diagnose_profile(p: LaunchProfile, context: dict[str, float] | None = None) -> LaunchDiagnosis:
+    """Evaluate one launch."""
     ev = evaluate(p.metrics, p.rules, context)
     defs = load_signals()
-    warnings: list[str] = []
-    results = []
-    for i, f in enumerate(ev.fired):
-        d = defs[f.signal]
-        r = SignalResult(signal=f.signal, title=d.title, magnitude=f.magnitude, source=f.source, evidence=f.evidence,
-                         patterns=d.patterns, symptoms=d.symptoms, techniques=d.techniques)
-        if searcher is not None and i < TOP_SIGNALS_WITH_PAGES:
-            r.pages, w = pages_for_signal(f.signal, searcher, k)
-            warnings += w
-        results.append(r)
-    diag = LaunchDiagnosis(
+    results = [SignalResult(signal=f.signal, title=defs[f.signal].title, magnitude=f.magnitude, source=f.source,
+                            evidence=f.evidence, patterns=defs[f.signal].patterns, symptoms=defs[f.signal].symptoms,
+                            techniques=defs[f.signal].techniques)
+               for f in ev.fired]
+    return LaunchDiagnosis(
         kernel=p.kernel, launch_id=p.launch_id, name=p.name, signals=results, missing=ev.missing, stall_shares=ev.stall_shares,
         key_metrics={key: round(p.metrics[key], 4) for key in KEY_METRICS if key in p.metrics},
         metrics_read=len(p.metrics), unknown_metrics=p.unknown_count, rules_read=len(p.rules),
     )
-    return diag, warnings
 
 
-def diagnose_parsed(parsed: ParseResult, searcher: Any = None, k: int = 5, filename: str = "", started: float | None = None) -> DiagnoseResponse:
+def diagnose_parsed(parsed: ParseResult, filename: str = "", started: float | None = None) -> DiagnoseResponse:
     started = time.perf_counter() if started is None else started
     short = sum(1 for p in parsed.profiles if (p.metrics.get("duration") or float("inf")) < SHORT_LAUNCH_NS)
     resp = DiagnoseResponse(filename=filename[:300], format=parsed.format, warnings=list(parsed.warnings))
     for p in parsed.profiles[:1000]:
-        diag, warnings = diagnose_profile(p, searcher, k, {"export_short_launches": float(short)})
-        resp.launches.append(diag)
-        resp.warnings += [w for w in warnings if w not in resp.warnings]
+        resp.launches.append(diagnose_profile(p, {"export_short_launches": float(short)}))
     if not any(d.metrics_read or d.rules_read for d in resp.launches):
         raise BadInput("no Nsight Compute metric in the input was recognized", hint="export with `--page raw --csv`")
     resp.took_ms = round((time.perf_counter() - started) * 1000, 2)
     return resp
 
 
-def diagnose_bytes(data: bytes, filename: str, searcher: Any = None, k: int = 5, max_bytes: int = MAX_BYTES) -> DiagnoseResponse:
+def diagnose_bytes(data: bytes, filename: str, max_bytes: int = MAX_BYTES) -> DiagnoseResponse:
     """Diagnose an uploaded export (raw/details/plain CSV, JSON, gzip, .ncu-rep). Raises :class:`BadInput`."""
     started = time.perf_counter()
     if not isinstance(data, (bytes, bytearray)):
         raise BadInput("expected bytes")
     if len(data) > max_bytes:
         raise BadInput(f"upload is {len(data)} bytes, over the {max_bytes}-byte limit")
-    _check_k(k)
-    return diagnose_parsed(parse_bytes(bytes(data), filename, max_bytes=max_bytes), searcher, k, filename, started)
+    return diagnose_parsed(parse_bytes(bytes(data), filename, max_bytes=max_bytes), filename, started)
 
 
-def diagnose_metrics(metrics: dict[str, Any], searcher: Any = None, k: int = 5) -> DiagnoseResponse:
+def diagnose_metrics(metrics: dict[str, Any]) -> DiagnoseResponse:
     """Diagnose ``{metric name: value}`` (any spelling the catalog knows; values may carry units: "45 %", "1.2 us")."""
     started = time.perf_counter()
     if not isinstance(metrics, dict):
         raise BadInput("metrics must be an object {metric name: value}")
-    _check_k(k)
     profile = parse_metrics_dict(metrics)
     if not profile.metrics and not profile.rules:
         raise BadInput("none of the metric names is known", hint="use ncu names such as sm__throughput.avg.pct_of_peak_sustained_elapsed; see GET /signals")
-    return diagnose_parsed(ParseResult(format="json", profiles=[profile]), searcher, k, "", started)
+    return diagnose_parsed(ParseResult(format="json", profiles=[profile]), "", started)
 
 
 _LINE = re.compile(r"^\s*([A-Za-z#][\w ./()%#-]*?[\w)%])\s{2,}(?:([A-Za-z%/]+)\s+)?([-+]?[\d,]*\.?\d+(?:[eE][-+]?\d+)?)\s*$")
 _PAIR = re.compile(r"\b([a-z][a-z0-9]*__[a-z0-9_.]+)[ \t]*[:=]?[ \t]*([-+]?[\d,]*\.?\d+(?:[eE][-+]?\d+)?)[ \t]*(%|[A-Za-z]+(?:/[A-Za-z]+)?)?")
 
 
-def diagnose_text(text: str, searcher: Any = None, k: int = 5) -> DiagnoseResponse:
+def diagnose_text(text: str) -> DiagnoseResponse:
     """Diagnose pasted text: a CSV or JSON export, ncu console output ("DRAM Throughput  %  92.51"),
     ``metric=value`` pairs and/or pasted rule messages. Always returns ``text_signals`` from :func:`route`."""
     started = time.perf_counter()
@@ -191,9 +150,9 @@ def diagnose_text(text: str, searcher: Any = None, k: int = 5) -> DiagnoseRespon
         raise BadInput("text is over the size limit")
     stripped = text.lstrip()
     if stripped.startswith(("{", "[")):
-        resp = diagnose_parsed(parse_json_text(stripped), searcher, k, "", started)
+        resp = diagnose_parsed(parse_json_text(stripped), "", started)
     elif re.search(r'^\s*"?ID"?,', text, re.M):
-        resp = diagnose_parsed(parse_csv_text(text), searcher, k, "", started)
+        resp = diagnose_parsed(parse_csv_text(text), "", started)
     else:
         cat = load_catalog()
         found: dict[str, Any] = {}
@@ -207,15 +166,10 @@ def diagnose_text(text: str, searcher: Any = None, k: int = 5) -> DiagnoseRespon
         profile.rules = [RuleResult(name="pasted", description=para[:4000]) for para in re.split(r"\n\s*\n", text[:50_000]) if para.strip()][:200]
         resp = DiagnoseResponse(format="text")
         if profile.metrics or message_hits(profile.rules):
-            diag, warnings = diagnose_profile(profile, searcher, k)
+            diag = diagnose_profile(profile)
             diag.rules_read = 0
             resp.launches.append(diag)
-            resp.warnings += warnings
     resp.text_signals = route(text)
     resp.took_ms = round((time.perf_counter() - started) * 1000, 2)
     return resp
 
-
-def _check_k(k: int) -> None:
-    if not isinstance(k, int) or not 1 <= k <= 50:
-        raise BadInput(f"k={k!r} is out of range", hint="1 <= k <= 50")

@@ -57,6 +57,7 @@ class State:
         self.error: KwikiError | None = None
         self.lock = threading.Lock()
         self.embedder = None
+        self.signal_pages = None  # diagnosis pages per signal for the loaded index (service.diagnosis.SignalPages)
 
     def load(self) -> None:
         from kwiki.index.search import Searcher
@@ -70,7 +71,9 @@ class State:
         if self.embedder is None:
             self.embedder = new._embedder()  # load the model once, before serving
             new.embedder = self.embedder
-        self.searcher, self.error = new, None
+        from kwiki.service.diagnosis import SignalPages
+
+        self.searcher, self.signal_pages, self.error = new, SignalPages(new), None
 
     def get(self):
         if self.searcher is None:

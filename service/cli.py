@@ -312,7 +312,7 @@ def diagnose(
     """Diagnose an Nsight Compute export: fired signals, evidence, and the pages that fix them (same as POST /diagnose)."""
     from kwiki.errors import KwikiError
     from kwiki.index.search import Searcher
-    from kwiki.service.diagnose_api import diagnose_request
+    from kwiki.service.diagnosis import diagnose_request
 
     settings = load_settings(index_dir)
     try:

@@ -3,7 +3,8 @@
     curl -F file=@kernel.raw.csv 127.0.0.1:8000/diagnose
     curl -H 'content-type: application/json' -d '{"metrics": {"launch__grid_size": 32}}' 127.0.0.1:8000/diagnose
 
-The CLI's ``kwiki diagnose`` calls :func:`diagnose_request` too, so both give the same document.
+Both call :func:`kwiki.service.diagnosis.diagnose_request`, as the CLI's ``kwiki diagnose`` and MCP do, so all give
+the same document.
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ from typing import Any
 
 from fastapi import APIRouter, Query, Request
 
-from kwiki.errors import BadInput, KwikiError, PayloadTooLarge
+from kwiki.errors import BadInput, KwikiError
+
+from .diagnosis import diagnose_request
 
 router = APIRouter()
 
@@ -23,25 +26,6 @@ def _searcher(request: Request):
         return request.app.state.kwiki.get()
     except KwikiError:
         return None
-
-
-def diagnose_request(*, data: bytes | None = None, filename: str = "", metrics: dict | None = None,
-                     text: str | None = None, searcher: Any = None, k: int = 5, max_bytes: int = 20 << 20):
-    """The one diagnose path for HTTP, CLI and MCP: exactly one of data/metrics/text."""
-    from kwiki.profiling.diagnose import diagnose_bytes, diagnose_metrics, diagnose_text
-
-    given = [x is not None for x in (data, metrics, text)]
-    if sum(given) != 1:
-        raise BadInput("give one of: a file upload, a metrics object, or text",
-                       hint='multipart field "file", or JSON {"metrics": {...}} or {"text": "..."}')
-    if data is not None:
-        if len(data) > max_bytes:
-            raise PayloadTooLarge(f"upload is {len(data)} bytes; the limit is {max_bytes}",
-                                  hint="export only the kernels you need (ncu -k NAME -c N)")
-        return diagnose_bytes(data, filename or "upload", searcher=searcher, k=k, max_bytes=max_bytes)
-    if metrics is not None:
-        return diagnose_metrics(metrics, searcher=searcher, k=k)
-    return diagnose_text(text or "", searcher=searcher, k=k)
 
 
 @router.post("/diagnose")
@@ -72,7 +56,8 @@ async def diagnose(request: Request, k: int = Query(5, description="pages per si
             raise BadInput("text must be a string")
     else:
         kwargs = {"data": await request.body(), "filename": request.headers.get("x-filename", "upload.csv")}
-    return await asyncio.to_thread(diagnose_request, searcher=_searcher(request), k=k,
+    state = request.app.state.kwiki
+    return await asyncio.to_thread(diagnose_request, searcher=_searcher(request), k=k, pages=state.signal_pages,
                                    max_bytes=settings.max_upload_bytes, **kwargs)
 
 

@@ -175,7 +175,7 @@ def build_server(settings: Settings, backend: Backend | None = None) -> MCPServe
 
 def _diagnose(kw: Backend, path: str | None, metrics: dict[str, Any] | None, text: str | None, k: int) -> Any:
     """Read ``path`` if given, then call ``diagnose_request``: the function POST /diagnose and the CLI call."""
-    from .diagnose_api import diagnose_request
+    from .diagnosis import diagnose_request
 
     try:
         searcher = kw.searcher()
@@ -191,7 +191,7 @@ def _diagnose(kw: Backend, path: str | None, metrics: dict[str, Any] | None, tex
             raise BadInput(f"{file} is over the {limit}-byte limit", hint="export only the kernels of interest (ncu -k)")
         data, filename = file.read_bytes(), file.name
     resp = diagnose_request(data=data, filename=filename, metrics=metrics, text=text, searcher=searcher, k=k,
-                            max_bytes=limit)
+                            max_bytes=limit, pages=kw.state.signal_pages)
     if searcher is None:
         resp.warnings.append("no index loaded, so no pages are ranked: run `kwiki ingest`")
     return resp

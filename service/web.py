@@ -183,7 +183,7 @@ async def diagnose_upload(
     """Diagnose an upload (or pasted text) with ``diagnose_request``, what ``POST /diagnose`` calls, and show it."""
     import asyncio
 
-    from .diagnose_api import diagnose_request
+    from .diagnosis import diagnose_request
 
     settings = _state(request).settings
     filename = (file.filename or "upload") if file is not None and file.filename else ""
@@ -198,7 +198,8 @@ async def diagnose_upload(
             kwargs = {"text": text}
         else:
             raise BadInput("choose an NCU export or paste ncu output", hint="export with `ncu --page raw --csv`")
-        result = await asyncio.to_thread(lambda: diagnose_request(searcher=searcher, k=k, max_bytes=settings.max_upload_bytes, **kwargs))
+        result = await asyncio.to_thread(lambda: diagnose_request(searcher=searcher, k=k, max_bytes=settings.max_upload_bytes,
+                                                                     pages=_state(request).signal_pages, **kwargs))
     except KwikiError as exc:
         return _render(request, "diagnose.html", exc.status, result=None, error=_error(exc), filename=filename,
                        text=text, indexed=searcher is not None)
