@@ -29,7 +29,7 @@ from kwiki import __version__
 from kwiki.errors import BadRequest, BuildLocked
 from kwiki.ingest import chunking, corpus
 from kwiki.ingest.corpus import CorpusRoot, IngestResult, chunk_page, read_corpora
-from kwiki.ingest.models import Chunk, IngestReport, Page, Problem
+from kwiki.ingest.models import Chunk, IngestReport, Page, PageSource, Problem
 
 from . import bm25, manifest as manifest_mod, vectors
 from .manifest import Manifest
@@ -195,10 +195,11 @@ def _collect_garbage(index_dir: Path, keep: str) -> None:
         shutil.rmtree(partial, ignore_errors=True)
 
 
-def add_pages(result: IngestResult, extra: list[Page]) -> None:
-    """Add pages made outside a corpus (ledger candidates); a key already taken is reported and skipped."""
+def add_pages(result: IngestResult, source: PageSource) -> None:
+    """Add the pages of a source outside the corpora; a key already taken is reported and skipped."""
     taken = {p.key for p in result.pages}
-    for page in extra:
+    result.report.corpora.setdefault(source.name, source.origin)
+    for page in source.pages:
         if page.key in taken:
             result.report.duplicates.append(Problem(corpus=page.corpus, path=page.path, reason=f"duplicate id '{page.key}'; skipped"))
             continue
@@ -206,7 +207,6 @@ def add_pages(result: IngestResult, extra: list[Page]) -> None:
         chunks = chunk_page(page)
         result.pages.append(page)
         result.chunks += chunks
-        result.report.corpora.setdefault(page.corpus, str(page.meta.get("ledger_dir", page.corpus)))
         result.report.pages_by_type[page.type] = result.report.pages_by_type.get(page.type, 0) + 1
         result.report.chunks_by_type[page.type] = result.report.chunks_by_type.get(page.type, 0) + len(chunks)
 
@@ -229,7 +229,7 @@ def build_index(
     max_page_bytes: int = 8 * 1024 * 1024,
     progress: Progress | None = None,
     cache_dir: Path | None = None,
-    extra_pages: list[Page] | None = None,
+    page_sources: list[PageSource] | None = None,
     skip_unchanged: bool = False,
     fingerprint_extra: dict[str, str] | None = None,
 ) -> BuildResult:
@@ -238,8 +238,8 @@ def build_index(
     With ``skip_unchanged``, a corpus whose files hash the same as the serving build's is not rebuilt
     (``BuildResult.unchanged``): re-running ``kwiki ingest`` on an unchanged corpus costs a file hash.
 
-    ``extra_pages`` (e.g. ledger candidates from :func:`kwiki.ingest.ledger_pages.ledger_pages`) are
-    indexed with the corpus pages. ``fingerprint_extra`` adds the caller's own build inputs to the
+    ``page_sources`` (pages made outside a corpus folder, e.g. ``kwiki.ledger.ledger_source``) are indexed
+    with the corpus pages. ``fingerprint_extra`` adds the caller's own build inputs to the
     fingerprint (:func:`build_fingerprint`): a change to any of them rebuilds.
     """
     started = time.monotonic()
@@ -248,7 +248,7 @@ def build_index(
         (index_dir / BUILDS).mkdir(parents=True, exist_ok=True)
         _collect_garbage(index_dir, keep=current_build(index_dir).name)
         fingerprint = build_fingerprint(max_page_bytes, fingerprint_extra)
-        extra = hashlib.sha256(b"".join(p.model_dump_json().encode() for p in extra_pages or [])).hexdigest()
+        extra = hashlib.sha256(b"".join(s.model_dump_json().encode() for s in page_sources or [])).hexdigest()
         quick = source_hash(roots, f"{fingerprint_hash(fingerprint)}\0{extra}")
         if skip_unchanged:
             serving = _serving_manifest(index_dir)
@@ -258,8 +258,8 @@ def build_index(
         result = read_corpora(
             roots, max_page_bytes=max_page_bytes, progress=(lambda d, t: progress("read", d, t)) if progress else None
         )
-        if extra_pages:
-            add_pages(result, extra_pages)
+        for source in page_sources or []:
+            add_pages(result, source)
         pages = {p.key: p for p in result.pages}
         chunks = result.chunks
         stamp = _dt.datetime.now(_dt.timezone.utc)

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
 from kwiki import __version__
 from kwiki.service.cli_common import print_json, reported
 from kwiki.service.cli_common import settings as load_settings
+
+if TYPE_CHECKING:
+    from kwiki.ingest.models import PageSource
 
 app = typer.Typer(help="kwiki: ranked, sourced GPU-kernel optimization knowledge.", no_args_is_help=True,
                   pretty_exceptions_enable=False)
@@ -66,9 +69,9 @@ def ingest(
                 tasks[stage] = bar.add_task({"read": "reading pages", "embed": "embedding chunks"}.get(stage, stage), total=total)
             bar.update(tasks[stage], completed=done, total=total)
 
-        extra = _ledger_pages(ledger or [], console)
+        sources = _ledger_source(ledger or [], console)
         result = build_index(settings.index_dir, roots, threads=settings.embed_threads,
-                             max_page_bytes=settings.max_page_bytes, progress=progress, extra_pages=extra,
+                             max_page_bytes=settings.max_page_bytes, progress=progress, page_sources=sources,
                              skip_unchanged=not force)
     if json_out:
         print_json({"path": str(result.path), "unchanged": result.unchanged, "manifest": result.manifest.model_dump(),
@@ -81,18 +84,18 @@ def ingest(
     _print_report(console, result)
 
 
-def _ledger_pages(dirs: list[Path], console: Any) -> list:
-    """Pages for the candidates of ``kwiki ingest --ledger DIR`` (skipped lines are reported, not fatal)."""
+def _ledger_source(dirs: list[Path], console: Any) -> list[PageSource]:
+    """The candidates of ``kwiki ingest --ledger DIR`` as a page source (skipped lines are reported, not fatal)."""
     if not dirs:
         return []
     from rich.markup import escape
 
-    from kwiki.ingest.ledger_pages import ledger_pages
+    from kwiki.ledger import ledger_source
 
-    pages, problems = ledger_pages(dirs)
+    source, problems = ledger_source(dirs)
     for p in problems:
         console.print(f"[yellow]ledger: {escape(f'{p.file}:{p.line}: {p.reason}')} (skipped)", highlight=False)
-    return pages
+    return [source]
 
 
 def _print_report(console: Any, result: Any) -> None:
@@ -137,15 +140,14 @@ def search(
     json_out: JsonOut = False,
 ) -> None:
     """Search the index (the same code path as GET /search)."""
-    from kwiki.index.search import Searcher
-    from kwiki.service.app import SearchRequest, run_search
+    from kwiki.service.core import Kwiki, SearchRequest
 
-    settings = load_settings(index_dir)
     with reported():
-        searcher = Searcher.open(settings.index_dir, threads=settings.embed_threads)
+        kw = Kwiki(load_settings(index_dir))
+        kw.load()
         req = SearchRequest(q=query, k=k, type=type or [], tag=tag or [], architecture=architecture or [],
                             language=language or [], confidence=confidence or [], corpus=corpus or [])
-        resp = run_search(searcher, req, settings)
+        resp = kw.search(req)
     if json_out:
         print_json(resp)
         return
@@ -189,10 +191,11 @@ def page(
 ) -> None:
     """Show a page with its sources and artifacts (the same as GET /pages/{id})."""
     from kwiki.index.search import Searcher
+    from kwiki.service.core import page_view
 
     settings = load_settings(index_dir)
     with reported():
-        resp = Searcher.open(settings.index_dir).page(page_id)
+        resp = page_view(Searcher.open(settings.index_dir), page_id)  # no query: the model is never loaded
     if json_out:
         print_json(resp)
         return
@@ -311,8 +314,7 @@ def diagnose(
 ) -> None:
     """Diagnose an Nsight Compute export: fired signals, evidence, and the pages that fix them (same as POST /diagnose)."""
     from kwiki.errors import KwikiError
-    from kwiki.index.search import Searcher
-    from kwiki.service.diagnosis import diagnose_request
+    from kwiki.service.core import Kwiki
 
     settings = load_settings(index_dir)
     try:
@@ -321,12 +323,12 @@ def diagnose(
         typer.secho(f"error: cannot read {path}: {exc.strerror}", fg="red", err=True)
         raise typer.Exit(2) from None
     with reported():
+        kw = Kwiki(settings)
         try:
-            searcher = Searcher.open(settings.index_dir, threads=settings.embed_threads)
+            kw.load()
         except KwikiError as exc:
-            searcher = None
             typer.echo(f"note: {exc.message}; diagnosing without ranked pages ({exc.hint})", err=True)
-        resp = diagnose_request(data=data, filename=path.name, searcher=searcher, k=k, max_bytes=settings.max_upload_bytes)
+        resp = kw.diagnose(data=data, filename=path.name, k=k)
         if record:
             from kwiki.service.cli_ledger import record_diagnosis
 
@@ -351,10 +353,9 @@ def diagnose(
 @app.command()
 def signals(json_out: JsonOut = False) -> None:
     """List the NCU signals kwiki evaluates and its metric catalog (same as GET /signals)."""
-    from kwiki.profiling import catalog
-    from kwiki.profiling import signals as sig
+    from kwiki.service.core import signals_doc
 
-    doc = {"signals": sig.as_list(), "metrics": catalog.load_catalog().as_list()}
+    doc = signals_doc()
     if json_out:
         print_json(doc)
         return

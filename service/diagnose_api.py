@@ -13,19 +13,11 @@ from typing import Any
 
 from fastapi import APIRouter, Query, Request
 
-from kwiki.errors import BadInput, KwikiError
+from kwiki.errors import BadInput
 
-from .diagnosis import diagnose_request
+from .core import Kwiki, signals_doc
 
 router = APIRouter()
-
-
-def _searcher(request: Request):
-    """The open index, or None: a diagnosis still works without one (no ranked pages then)."""
-    try:
-        return request.app.state.kwiki.get()
-    except KwikiError:
-        return None
 
 
 @router.post("/diagnose")
@@ -33,7 +25,8 @@ async def diagnose(request: Request, k: int = Query(5, description="pages per si
     """Diagnose an NCU export (multipart ``file``) or JSON ``{"metrics": {...}}`` / ``{"text": "..."}``."""
     import asyncio
 
-    settings = request.app.state.kwiki.settings
+    state: Kwiki = request.app.state.kwiki
+    settings = state.settings
     ctype = request.headers.get("content-type", "")
     kwargs: dict[str, Any] = {}
     if ctype.startswith("multipart/form-data"):
@@ -56,15 +49,10 @@ async def diagnose(request: Request, k: int = Query(5, description="pages per si
             raise BadInput("text must be a string")
     else:
         kwargs = {"data": await request.body(), "filename": request.headers.get("x-filename", "upload.csv")}
-    state = request.app.state.kwiki
-    return await asyncio.to_thread(diagnose_request, searcher=_searcher(request), k=k, pages=state.signal_pages,
-                                   max_bytes=settings.max_upload_bytes, **kwargs)
+    return await asyncio.to_thread(lambda: state.diagnose(k=k, **kwargs))
 
 
 @router.get("/signals")
 def signals() -> dict[str, Any]:
     """The NCU signals kwiki evaluates and the metric catalog (canonical ids and names per GPU)."""
-    from kwiki.profiling import catalog
-    from kwiki.profiling import signals as sig
-
-    return {"signals": sig.as_list(), "metrics": catalog.load_catalog().as_list()}
+    return signals_doc()

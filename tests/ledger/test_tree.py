@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from kwiki.ingest.ledger import Candidate, Ledger
-from kwiki.ingest.ledger_tree import lineage, render_tree
+from kwiki.ledger import Candidate, Ledger
+from kwiki.ledger import lineage, render_tree
 
 from .conftest import LEDGER
 
