@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime as _dt
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import yaml
 
@@ -17,6 +17,9 @@ from kwiki.errors import BadRequest
 from .questions import load_suite
 from .report import git_revision, update_readme, write_run
 from .runner import METHODS, SHIPPED, evaluate, margin, top3_rate
+
+if TYPE_CHECKING:
+    from kwiki.index.vectors import Embedder
 
 EVALS_DIR = Path(__file__).resolve().parent
 REPO = EVALS_DIR.parent
@@ -28,28 +31,37 @@ def load_floor() -> dict[str, Any]:
     return yaml.safe_load(FLOOR_FILE.read_text()) if FLOOR_FILE.exists() else {}
 
 
-def suite_index(suite: str, root: Path, name: str, base: Path, threads: int, embedder=None):
-    """Build the suite's own index (embeddings come from the shared cache, so this is cheap after the first run)."""
+def suite_index(suite: str, root: Path, name: str, base: Path, threads: int, embedder: "Embedder"):
+    """Build the suite's own index with ``embedder``'s model (embeddings come from the shared cache, so this is
+    cheap after the first run); one folder per suite and adapter."""
     from kwiki.index.build import build_index
     from kwiki.index.search import Searcher
     from kwiki.ingest.corpus import CorpusRoot
 
     if not root.is_dir():
         raise BadRequest(f"corpus for suite '{suite}' not found at {root}", hint="pass --kernelwiki PATH")
-    folder = base / suite
+    folder = base / (f"{suite}+{embedder.adapter}" if embedder.adapter else suite)
     build_index(folder, [CorpusRoot(name, root)], embedder=embedder, threads=threads, cache_dir=base.parent / "cache")
     return Searcher.open(folder, embedder=embedder, threads=threads)
 
 
 def run_eval(suites: list[str], methods: list[str], index_base: Path, *, threads: int = 2, kernelwiki: Path | None = None,
              out_dir: Path | None = None, readme: bool = False, progress: Callable[[str, int], None] | None = None,
-             ) -> dict[str, Any]:
+             overrides: dict[str, str] | None = None, adapter: str | None = None) -> dict[str, Any]:
+    """Every method on every suite. ``overrides`` set ranking parameters (``RankingParams``) for the run;
+    ``adapter`` names the embedding adapter the suites' indexes are built with (None: the base model)."""
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         raise BadRequest(f"unknown methods {unknown}", hint=f"one of: {', '.join(METHODS)}")
+    from kwiki.index.params import RankingParams
     from kwiki.index.vectors import Embedder
 
-    embedder = Embedder(threads=threads)
+    params = RankingParams().with_overrides(overrides or {})
+    for suite in suites:  # every corpus is checked before any work starts
+        root = kernelwiki if suite == "kernelwiki" and kernelwiki else SUITE_ROOTS[suite][1]
+        if not root.is_dir():
+            raise BadRequest(f"corpus for suite '{suite}' not found at {root}", hint="pass --kernelwiki PATH")
+    embedder = Embedder(threads=threads, adapter=adapter)
     results: dict[str, Any] = {}
     for suite in suites:
         name, root = SUITE_ROOTS[suite]
@@ -57,14 +69,17 @@ def run_eval(suites: list[str], methods: list[str], index_base: Path, *, threads
             root = kernelwiki
         questions = load_suite(suite)
         searcher = suite_index(suite, root, name, index_base, threads, embedder)
-        res = evaluate(searcher, questions, methods, progress=(lambda: progress(suite, len(questions) * len(methods))) if progress else None)
+        res = evaluate(searcher, questions, methods, progress=(lambda: progress(suite, len(questions) * len(methods))) if progress else None,
+                       params=params)
         res["manifest"] = searcher.manifest.model_dump()
         if SHIPPED in methods:
             test = [q for q in questions if q.split == "test"]
             res["top3_symptom_ncu_test"] = top3_rate(test, res["runs"][SHIPPED], ("symptom", "ncu-signal"))
             res["top3_symptom_ncu_all"] = top3_rate(questions, res["runs"][SHIPPED], ("symptom", "ncu-signal"))
-            res["margins_test"] = {base: margin(test, res["per_question"], SHIPPED, base)
-                                   for base in ("keyword-baseline", "bm25") if base in methods}
+            res["margins"] = {split: {base: margin(qs, res["per_question"], SHIPPED, base)
+                                      for base in ("naive-fusion", "bm25", "keyword-baseline") if base in methods}
+                              for split in ("test", "fresh", "real")
+                              if (qs := [q for q in questions if q.split == split])}
             res["failures"] = [
                 {"id": q.id, "category": q.category, "query": q.query, "got": res["runs"][SHIPPED].get(q.id, [])[:3],
                  "wanted": [d for d, r in q.relevant.items() if r == 2]}
@@ -72,7 +87,7 @@ def run_eval(suites: list[str], methods: list[str], index_base: Path, *, threads
             ]
         results[suite] = res
     stamp = {"revision": git_revision(REPO), "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-             "methods": methods}
+             "methods": methods, "overrides": overrides or {}, "model": embedder.model_id}
     paths: dict[str, Path] = {}
     if out_dir is not None:
         run_dir = out_dir / stamp["created_at"].replace(":", "")

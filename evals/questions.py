@@ -14,6 +14,9 @@ from pydantic import BaseModel, Field
 
 QUESTIONS_DIR = Path(__file__).resolve().parent / "questions"
 CATEGORIES = ("symptom", "ncu-signal", "technique", "hardware", "kernel", "pr-lookup", "migration-language")
+#: dev: may be used for tuning; test: reporting only; fresh: written blind in the seventh session, never tuned on
+#: (the honest figure); real: real users' questions from public threads, never tuned on.
+SPLITS = ("dev", "test", "fresh", "real")
 
 
 class Question(BaseModel):
@@ -33,6 +36,9 @@ def load_suite(suite: str, folder: Path = QUESTIONS_DIR) -> list[Question]:
         data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
         for raw in data.get("questions", []):
             q = Question.model_validate({**raw, "suite": suite})
+            if q.split not in SPLITS or q.category not in CATEGORIES:
+                raise ValueError(f"{path.name}: question {q.id} has split '{q.split}' / category '{q.category}'; "
+                                 f"splits: {', '.join(SPLITS)}; categories: {', '.join(CATEGORIES)}")
             out.append(q)
     seen: set[str] = set()
     for q in out:

@@ -34,11 +34,12 @@ def table(results: dict[str, Any], group: str) -> str:
     return head + "\n".join(rows) + "\n"
 
 
-def margin_table(margins: dict[str, dict[str, float]]) -> str:
+def margin_table(margins: dict[str, dict[str, float]], group: str = "test") -> str:
     """The shipped method's paired nDCG@10 margin over each baseline, with its 95% bootstrap interval."""
     rows = [f"| {SHIPPED} - {base} | {m['mean']:+.3f} | {m['low']:+.3f} .. {m['high']:+.3f} | {m['n']} |"
             for base, m in margins.items()]
-    return "| nDCG@10 margin (test) | mean | 95% interval (paired bootstrap) | n |\n|---|---:|---:|---:|\n" + "\n".join(rows) + "\n"
+    return (f"| nDCG@10 margin ({group}) | mean | 95% interval (paired bootstrap) | n |\n|---|---:|---:|---:|\n"
+            + "\n".join(rows) + "\n")
 
 
 def category_table(results: dict[str, Any], measure: str = "nDCG@10") -> str:
@@ -57,10 +58,17 @@ def markdown(suites: dict[str, dict[str, Any]], stamp: dict[str, Any]) -> str:
         out.append(f"\n## Suite `{suite}`\n\nindex corpus hash `{man.get('corpus_hash', '?')[:12]}`, model "
                    f"`{man.get('model', '?')}`, {man.get('counts', {}).get('pages', '?')} pages; "
                    f"top-3 rate on symptom+NCU questions (shipped, test split): {res.get('top3_symptom_ncu_test', 'n/a')}\n")
-        for group, title in (("test", "Test split (reporting only)"), ("dev", "Dev split"), ("all", "All questions")):
+        for group, title in (("fresh", "Fresh blind questions (never tuned on: the honest figure)"),
+                             ("real", "Real users' questions from public threads (never tuned on)"),
+                             ("test", "Test split (reporting only)"), ("dev", "Dev split"), ("all", "All questions")):
+            if not any(group in groups for groups in res["overall"].values()):
+                continue
             out.append(f"\n### {title}\n\n" + table(res, group))
-            if group == "test" and res.get("margins_test"):
-                out.append("\n" + margin_table(res["margins_test"]))
+            if res.get("margins", {}).get(group):
+                out.append("\n" + margin_table(res["margins"][group], group))
+        if "dev" in res["overall"].get(SHIPPED, {}) and "fresh" in res["overall"].get(SHIPPED, {}):
+            o = res["overall"][SHIPPED]
+            out.append(f"\nDev-to-fresh gap of the shipped method: {o['dev']['nDCG@10'] - o['fresh']['nDCG@10']:+.3f}\n")
         out.append("\n### Per category (all questions)\n\n" + category_table(res))
         fails = res.get("failures", [])
         if fails:

@@ -14,17 +14,20 @@ from typing import Any, Callable
 import ir_measures
 import numpy as np
 
+from kwiki.index.params import RankingParams
 from kwiki.index.search import SearchOptions, Searcher
 
-from .baseline import KeywordBaseline
+from .baseline import KeywordBaseline, NaiveFusion
 from .questions import Question, qrels
 
 MEASURES = {"nDCG@10": "nDCG@10", "MRR@10": "RR@10", "Recall@5": "R@5", "Recall@10": "R@10", "Hit@1": "Success@1"}
 DEPTH = 20
 
-#: Method name -> search options (None: the keyword baseline). "hybrid" is what kwiki ships.
+#: Method name -> search options (None: a baseline of ``evals/baseline.py`` by that name). "hybrid" is what kwiki
+#: ships; "naive-fusion" is the two-line BM25 + MiniLM fusion every report shows beside it.
 METHODS: dict[str, SearchOptions | None] = {
     "keyword-baseline": None,
+    "naive-fusion": None,
     # Plain baselines: no expansion of the query (aliases) nor of the pages (their listed questions).
     "bm25": SearchOptions(vector=False, aliases=False, type_prior=False, ncu_routing=False, links=False, typos=False,
                           clauses=False, questions=False),
@@ -49,12 +52,17 @@ SHIPPED = "hybrid"
 
 
 def run_method(searcher: Searcher, questions: list[Question], method: str, corpus: str | None = None,
-               progress: Callable[[], None] | None = None) -> dict[str, dict[str, float]]:
-    """qid -> {page id: score} for one method (page ids, not corpus-qualified keys)."""
+               progress: Callable[[], None] | None = None, params: RankingParams | None = None,
+               ) -> dict[str, dict[str, float]]:
+    """qid -> {page id: score} for one method (page ids, not corpus-qualified keys); ``params`` replace the
+    searcher's ranking numbers (``kwiki eval --set``)."""
     options = METHODS[method]
     run: dict[str, dict[str, float]] = {}
-    baseline = None
-    if options is None:
+    baseline: KeywordBaseline | NaiveFusion | None = None
+    if method == "naive-fusion":
+        pages = {k: p for k, p in searcher.pages.items() if corpus is None or p.corpus == corpus}
+        baseline = NaiveFusion(pages, searcher.vindex.matrix, searcher.chunk_page, searcher._embedder().encode)
+    elif options is None:
         # The corpus' data/aliases.yaml as ingested, in file order: KernelWiki's tool knows no page aliases.
         aliases: dict[str, list[str]] = {}
         for name, table in searcher.corpus_aliases.items():
@@ -68,7 +76,7 @@ def run_method(searcher: Searcher, questions: list[Question], method: str, corpu
         if baseline is not None:
             hits = [(searcher.pages[key].id, score) for key, score in baseline.search(q.query, DEPTH)]
         else:
-            resp = searcher.search(q.query, k=DEPTH, filters=filters, options=options, max_chars=10_000)
+            resp = searcher.search(q.query, k=DEPTH, filters=filters, options=options, max_chars=10_000, params=params)
             hits = [(h.page_id, h.score) for h in resp.hits]
         # ir-measures sorts by score; strictly decreasing scores keep our order (ties included)
         run[q.id] = {pid: float(DEPTH - i) for i, (pid, _) in enumerate(dict(hits).items())}
@@ -103,11 +111,11 @@ def aggregate(questions: list[Question], per_q: dict[str, dict[str, float]]) -> 
 
 
 def evaluate(searcher: Searcher, questions: list[Question], methods: list[str], corpus: str | None = None,
-             progress: Callable[[], None] | None = None) -> dict[str, Any]:
+             progress: Callable[[], None] | None = None, params: RankingParams | None = None) -> dict[str, Any]:
     """Scores of every method, overall and per category, plus per-question detail for the shipped one."""
     out: dict[str, Any] = {"overall": {}, "per_question": {}, "runs": {}}
     for method in methods:
-        run = run_method(searcher, questions, method, corpus, progress)
+        run = run_method(searcher, questions, method, corpus, progress, params)
         per_q = score(questions, run)
         out["overall"][method] = aggregate(questions, per_q)
         out["per_question"][method] = per_q

@@ -20,10 +20,10 @@ from rapidfuzz.distance import OSA
 from kwiki.ingest.models import Chunk, Page
 
 from .analysis import IDENT, PROSE, ident_tokens, prose_tokens, register
+from .params import RankingParams
 
-#: questions: 3.0 tuned on dev (1.5 / 2 / 4.5 / 6 within 0.002 of it; in the headings field instead: -0.004).
-FIELD_BOOSTS = {"title": 3.0, "headings": 1.5, "body": 1.0, "facets": 1.5, "questions": 3.0}
-IDENT_BOOST = 3.0
+#: The prose fields of a chunk document (their query-time weights are ``RankingParams.field_boosts``).
+FIELDS = ("title", "headings", "body", "facets", "questions")
 
 
 #: Bump when what a field holds changes (``_document``, ``filter_terms``, ``facet_text``): it is part of the
@@ -33,7 +33,7 @@ LAYOUT_VERSION = 1
 
 def text_fields() -> list[tuple[str, str]]:
     """(field, tokenizer) of every text field, in schema order."""
-    return [*((name, PROSE) for name in FIELD_BOOSTS), ("idents", IDENT), ("filters", "raw")]
+    return [*((name, PROSE) for name in FIELDS), ("idents", IDENT), ("filters", "raw")]
 
 
 def layout() -> str:
@@ -131,23 +131,23 @@ class BM25Index:
             >>> index.correct("schedulr"), index.correct("histogarm"), index.correct("schedul")   # doctest: +SKIP
             ('schedul', 'histogram', None)
         """
-        if len(term) < 5 or not term.isalpha() or any(self.searcher.doc_freq(f, term) for f in FIELD_BOOSTS):
+        if len(term) < 5 or not term.isalpha() or any(self.searcher.doc_freq(f, term) for f in FIELDS):
             return None
         limit = 1 if len(term) < 8 else 2
         best = min(((OSA.distance(term, t), -n, t) for t, n in self.searcher.terms_with_prefix("body", term[:2])
                     if abs(len(t) - len(term)) <= limit), default=None)
         return best[2] if best and best[0] <= limit else None
 
-    def build_query(self, q: BM25Query) -> tantivy.Query | None:
+    def build_query(self, q: BM25Query, params: RankingParams) -> tantivy.Query | None:
         should: list[tuple[tantivy.Occur, tantivy.Query]] = []
-        fields = {n: b for n, b in FIELD_BOOSTS.items() if q.questions or n != "questions"}
+        fields = {n: b for n, b in params.field_boosts.items() if n in FIELDS and (q.questions or n != "questions")}
         for term, weight in q.terms:
             for name, boost in fields.items():
                 tq = tantivy.Query.term_query(self.schema, name, term)
                 should.append((tantivy.Occur.Should, tantivy.Query.boost_query(tq, boost * weight)))
         for term, weight in q.idents:
             tq = tantivy.Query.term_query(self.schema, "idents", term)
-            should.append((tantivy.Occur.Should, tantivy.Query.boost_query(tq, IDENT_BOOST * weight)))
+            should.append((tantivy.Occur.Should, tantivy.Query.boost_query(tq, params.ident_boost * weight)))
         if not should:
             return None
         clauses = [(tantivy.Occur.Must, tantivy.Query.boolean_query(should))]
@@ -156,9 +156,9 @@ class BM25Index:
             clauses.append((tantivy.Occur.Must, tantivy.Query.boolean_query(ors)))
         return tantivy.Query.boolean_query(clauses)
 
-    def search(self, q: BM25Query, limit: int) -> list[tuple[int, float]]:
+    def search(self, q: BM25Query, limit: int, params: RankingParams) -> list[tuple[int, float]]:
         """(chunk row, score) best first."""
-        query = self.build_query(q)
+        query = self.build_query(q, params)
         if query is None:
             return []
         hits = self.searcher.search(query, limit).hits

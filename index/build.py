@@ -50,13 +50,14 @@ class BuildResult:
     unchanged: bool = False  # True when skip_unchanged found nothing to rebuild
 
 
-def build_fingerprint(max_page_bytes: int, extra: dict[str, str] | None = None) -> dict[str, str]:
+def build_fingerprint(max_page_bytes: int, extra: dict[str, str] | None = None, model: str | None = None) -> dict[str, str]:
     """Everything besides the corpus files that decides what a build contains, as named strings.
 
     It is stored in ``manifest.json`` and hashed into :func:`source_hash`, so a change to any of these
     rebuilds on the next ``kwiki ingest`` instead of answering "index is up to date" over a stale index.
-    ``extra`` adds a caller's own inputs (an embedding adapter id, a ranking-relevant build parameter);
-    its keys may not shadow the built-in ones.
+    ``model`` is the id of the model that embeds (``vectors.model_id``: the base model and any adapter folded
+    into it; the base model when None). ``extra`` adds a caller's own inputs (a ranking-relevant build
+    parameter); its keys may not shadow the built-in ones.
 
     >>> fp = build_fingerprint(1024, {"adapter": "none"})
     >>> fp["max_page_bytes"], fp["adapter"], fp["sentence_types"].startswith("hardware,")
@@ -66,7 +67,7 @@ def build_fingerprint(max_page_bytes: int, extra: dict[str, str] | None = None) 
         "kwiki_version": __version__,
         "schema_version": str(manifest_mod.SCHEMA_VERSION),
         "chunker_version": chunking.CHUNKER_VERSION,
-        "model": f"{vectors.MODEL_NAME} dim={vectors.DIM} max_tokens={vectors.MAX_TOKENS}",
+        "model": f"{model or vectors.model_id(None)} dim={vectors.DIM} max_tokens={vectors.MAX_TOKENS}",
         "embed_version": str(vectors.EMBED_VERSION),
         "embed_filter": hashlib.sha256(_NOT_FOR_MODEL.pattern.encode()).hexdigest()[:16],
         "sentence_types": ",".join(sorted(chunking.SENTENCE_TYPES)),
@@ -232,6 +233,7 @@ def build_index(
     page_sources: list[PageSource] | None = None,
     skip_unchanged: bool = False,
     fingerprint_extra: dict[str, str] | None = None,
+    adapter: str | None = None,
 ) -> BuildResult:
     """Ingest ``roots`` and build a new index under ``index_dir``, then switch ``current`` to it.
 
@@ -247,7 +249,8 @@ def build_index(
     with BuildLock(index_dir):
         (index_dir / BUILDS).mkdir(parents=True, exist_ok=True)
         _collect_garbage(index_dir, keep=current_build(index_dir).name)
-        fingerprint = build_fingerprint(max_page_bytes, fingerprint_extra)
+        model = embedder.model_id if embedder is not None else vectors.model_id(adapter)
+        fingerprint = build_fingerprint(max_page_bytes, fingerprint_extra, model)
         extra = hashlib.sha256(b"".join(s.model_dump_json().encode() for s in page_sources or [])).hexdigest()
         quick = source_hash(roots, f"{fingerprint_hash(fingerprint)}\0{extra}")
         if skip_unchanged:
@@ -269,13 +272,13 @@ def build_index(
 
         bm25.write(tmp / "bm25", pages, chunks)
 
-        cache = vectors.EmbeddingCache(Path(cache_dir) if cache_dir else index_dir / "cache")
+        cache = vectors.EmbeddingCache(Path(cache_dir) if cache_dir else index_dir / "cache", model)
         sentence_rows, sentence_texts = curated_sentences(pages, chunks)
         question_pages, question_texts = page_questions(pages, chunks)
         sentence_keys = [sentence_key(t) for t in sentence_texts + question_texts]
         todo = {c.content_hash: embed_text(pages[c.page_key].title, c.heading_path, c.text) for c in chunks}
         todo.update(zip(sentence_keys, sentence_texts + question_texts))
-        embedded = _embed_missing(cache, todo, embedder, threads, progress)
+        embedded = _embed_missing(cache, todo, embedder, threads, progress, adapter)
         chunk_matrix = cache.get([c.content_hash for c in chunks])
         vectors.write_table(tmp / "vectors", [_vector_row(c) for c in chunks], chunk_matrix)
         extra = cache.get(sentence_keys)
@@ -285,7 +288,7 @@ def build_index(
         _write_records(tmp, result)
         manifest = Manifest(
             kwiki_version=__version__,
-            model=vectors.MODEL_NAME,
+            model=model,
             model_dim=vectors.DIM,
             chunker_version=chunking.CHUNKER_VERSION,
             fingerprint=fingerprint,
@@ -341,14 +344,14 @@ def nearest_chunks(page_keys: list[str], question_vectors: np.ndarray, chunks: l
 
 
 def _embed_missing(cache: vectors.EmbeddingCache, todo: dict[str, str], embedder: vectors.Embedder | None,
-                   threads: int, progress: Progress | None) -> int:
+                   threads: int, progress: Progress | None, adapter: str | None = None) -> int:
     """Embed the texts (content key -> text) the cache lacks, chunks and sentences in one length-sorted
     queue; returns how many were embedded."""
     lacking = set(cache.missing(list(todo)))
     missing = [(h, text) for h, text in todo.items() if h in lacking]
     if not missing:
         return 0
-    embedder = embedder or vectors.Embedder(threads=threads)
+    embedder = embedder or vectors.Embedder(threads=threads, adapter=adapter)
     done = 0
 
     def tick(n: int) -> None:

@@ -53,7 +53,7 @@ def read_manifest(folder: Path) -> Manifest:
             f"index schema {manifest.schema_version}, this kwiki reads {SCHEMA_VERSION}",
             hint="rebuild with `kwiki ingest`",
         )
-    if manifest.model != MODEL_NAME or manifest.chunker_version != CHUNKER_VERSION:
+    if manifest.model.partition("+")[0] != MODEL_NAME or manifest.chunker_version != CHUNKER_VERSION:
         raise IndexIncompatible(
             f"index built with model {manifest.model} / chunker {manifest.chunker_version}",
             hint="rebuild with `kwiki ingest`",

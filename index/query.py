@@ -18,16 +18,11 @@ from kwiki.errors import BadRequest, QueryTooLong
 
 from .analysis import ident_tokens, prose_tokens
 from .bm25 import BM25Query, query_tokens
+from .params import RankingParams
 
 _NORM = re.compile(r"[^a-z0-9]+")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 MAX_PHRASE = 6
-EXPANSION_WEIGHT = 0.25  # alias expansions count a quarter of the words typed (tuned on dev)
-#: Weight of a corrected word against the word typed (0.5 and 1.0 tied on dev: 0.8623 -> 0.864).
-TYPO_WEIGHT = 0.5
-#: A query of this many words or more is also embedded clause by clause (``clauses``).
-LONG_QUERY_WORDS = 12
-MAX_CLAUSES = 12  # a pasted report can hold 40: the first twelve keep the cost near one encoding of the query
 _CLAUSE_BREAK = re.compile(r"[,;:.?!]\s+|\s+(?:and|but|while|yet|although|even though)\s+", re.I)
 _LEADING_JOIN = re.compile(r"^(?:and|but|while|yet|although|even though)\s+", re.I)
 
@@ -116,19 +111,20 @@ class QueryPlan:
         return [g.canonical for g in self.groups]
 
 
-def clauses(text: str, min_words: int = 3) -> list[str]:
-    """The clauses of a long query (``LONG_QUERY_WORDS`` or more), each one clue the developer gives;
+def clauses(text: str, params: RankingParams, min_words: int = 3) -> list[str]:
+    """The clauses of a long query (``params.long_query_words`` or more), each one clue the developer gives;
     [] for a short query or a single clause. Fragments under ``min_words`` words are dropped.
 
-    >>> clauses("DRAM at 35% of peak, SM busy 20%, and most stall samples land on the instruction after each LDG")
+    >>> clauses("DRAM at 35% of peak, SM busy 20%, and most stall samples land on the instruction after each LDG",
+    ...         RankingParams())
     ['DRAM at 35% of peak', 'SM busy 20%', 'most stall samples land on the instruction after each LDG']
-    >>> clauses("tcgen05 ld latency tmem")
+    >>> clauses("tcgen05 ld latency tmem", RankingParams())
     []
     """
-    if len(text.split()) < LONG_QUERY_WORDS:
+    if len(text.split()) < params.long_query_words:
         return []
     parts = [_LEADING_JOIN.sub("", p.strip(" ,;:.?!")) for p in _CLAUSE_BREAK.split(text)]
-    parts = [p for p in parts if len(p.split()) >= min_words][:MAX_CLAUSES]
+    parts = [p for p in parts if len(p.split()) >= min_words][: params.max_clauses]
     return parts if len(parts) >= 2 else []
 
 
@@ -146,10 +142,11 @@ def clean_query(text: str | None, max_chars: int) -> str:
     return text
 
 
-def plan_query(text: str, aliases: AliasTable, filters: Filters, use_aliases: bool = True,
+def plan_query(text: str, aliases: AliasTable, filters: Filters, params: RankingParams, use_aliases: bool = True,
                correct: Callable[[str], str | None] | None = None) -> QueryPlan:
     """Tokens, alias expansions and filter terms of ``text``. ``correct`` (``BM25Index.correct``) maps a word
-    the index has never seen to the indexed word it most likely meant; that word is searched at ``TYPO_WEIGHT``."""
+    the index has never seen to the indexed word it most likely meant; that word is searched at
+    ``params.typo_weight``; alias expansions at ``params.expansion_weight``."""
     prose, idents = query_tokens(text)
     terms = [(t, 1.0) for t in prose]
     ident_terms = [(t, 1.0) for t in idents]
@@ -161,11 +158,11 @@ def plan_query(text: str, aliases: AliasTable, filters: Filters, use_aliases: bo
                 for tok in prose_tokens(str(phrase).replace("-", " "), drop_stopwords=True):
                     if tok not in seen:
                         seen.add(tok)
-                        terms.append((tok, EXPANSION_WEIGHT))
+                        terms.append((tok, params.expansion_weight))
                 for tok in ident_tokens(str(phrase)):
                     if tok not in seen:
                         seen.add(tok)
-                        ident_terms.append((tok, EXPANSION_WEIGHT))
+                        ident_terms.append((tok, params.expansion_weight))
     if not terms and not ident_terms:
         # Only punctuation or stopwords: fall back to every word so "how to" still finds something.
         terms = [(t, 1.0) for t in dict.fromkeys(prose_tokens(text))][:32]
@@ -177,7 +174,7 @@ def plan_query(text: str, aliases: AliasTable, filters: Filters, use_aliases: bo
             fixed = correct(term)
             if fixed and fixed not in have:
                 have.add(fixed)
-                query.terms.append((fixed, weight * TYPO_WEIGHT))
+                query.terms.append((fixed, weight * params.typo_weight))
                 if weight == 1.0:  # a word typed, not an alias expansion: show it as typed
                     corrections.append((_typed_word(text, term), fixed))
     for fname, prefix in (("type", "type"), ("corpus", "corpus"), ("confidence", "confidence"), ("tag", "tag"), ("language", "lang")):

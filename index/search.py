@@ -23,49 +23,14 @@ from kwiki.ingest.models import Page
 from . import vectors
 from .bm25 import BM25Index
 from .build import current_build
-from .fusion import convex, rollup
 from .manifest import Manifest, read_manifest
-from .query import AliasTable, Filters, QueryPlan, clauses, clean_query, norm_phrase, plan_query
-from .ranking import lift_links, page_priors
+from .params import RankingParams
+from .pipeline import STAGES, Candidates, Plan, SearchOptions, model_text
+from .query import AliasTable, Filters, clauses, clean_query, norm_phrase, plan_query
 from .results import Correction, Hit, Interpreted, PageResponse, SearchResponse, SourceRef, Why
 from .snippets import make_snippet, matched_terms
 
-CANDIDATES = 200
-#: NCU routing, retuned in the sixth session on 305 dev questions (the older 188 had set 0.3 / 0.9): with
-#: 0.1 / 0.5 a routed page still reaches the top ten but no longer pushes a better-matching page down; dev
-#: nDCG@10 0.8887 -> 0.8936 corpus, each group of questions up (older, fourth- and sixth-session blind ones);
-#: kernelwiki 0.8534 -> 0.8535 (its patterns use SIGNAL_FLOOR_NO_NCU).
-SIGNAL_BOOST = 0.1  # share of the top score added to pages an NCU signal in the query points to
-SIGNAL_FLOOR = 0.5  # a routed page scores at least this share of the top score (times its weight)
-SIGNAL_FLOOR_NO_NCU = 1.3  # the same for pattern pages without `ncu_signals` (KernelWiki's)
-SYMPTOM_ROUTE = 0.8  # pattern pages reached by symptom only (KernelWiki: no metric names to match)
-#: Fusion settings, tuned on the dev split of the corpus suite (evals/README.md). Whole-page BM25 and
-#: mean-of-chunk page vectors were tried as extra fused lists and did not help (dev nDCG@10 0.786 and 0.725 vs 0.787).
-#: (bm25, vector) weights of the convex combination of min-max normalized scores. It replaced reciprocal rank
-#: fusion (k=60, equal weights): dev nDCG@10 0.824 -> 0.859 (corpus), 0.807 -> 0.833 (kernelwiki).
-WEIGHTS = (0.45, 0.55)
-ROLLUP_EXTRA = 0.1  # page = best chunk + 0.1 x the next two
-#: A query of at most SHORT_QUERY_WORDS words that names an alias is embedded with the first SHORT_QUERY_PHRASES
-#: phrases of its group ("UMMA (tcgen05, tcgen05.mma, ...)"), ``Searcher._for_model``.
-SHORT_QUERY_WORDS = 2
-SHORT_QUERY_PHRASES = 3
 _PAGE_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,200}$")
-
-
-@dataclass
-class SearchOptions:
-    """Feature switches; evals turn them off one at a time to show what each is worth."""
-
-    bm25: bool = True
-    vector: bool = True
-    aliases: bool = True
-    type_prior: bool = True
-    ncu_routing: bool = True
-    sentences: bool = True  # sentence vectors of the curated pages
-    links: bool = True  # the leading page lifts the pages it links: a pattern's fixes, any page's related pages
-    typos: bool = True  # a query word the index never saw also searches the indexed word one edit away
-    clauses: bool = True  # a long query is embedded clause by clause
-    questions: bool = True  # match the questions pages list (``questions:``), by BM25 and by vector
 
 
 @dataclass
@@ -84,6 +49,7 @@ class Searcher:
     embedder: vectors.Embedder | None = None
     threads: int = 2
     corpus_aliases: dict[str, dict[str, list[str]]] = field(default_factory=dict)  # corpus -> its data/aliases.yaml
+    params: RankingParams = field(default_factory=RankingParams)  # the ranking's numbers (``kwiki eval --set``)
     # Derived once in __post_init__, never per query.
     page_keys: list[str] = field(init=False)
     page_pos: dict[str, int] = field(init=False)  # page key -> position in page_keys
@@ -160,7 +126,8 @@ class Searcher:
 
     def _embedder(self) -> vectors.Embedder:
         if self.embedder is None:
-            self.embedder = vectors.Embedder(threads=self.threads)
+            # queries are embedded by the model the build embedded the pages with (its adapter, if any)
+            self.embedder = vectors.Embedder(threads=self.threads, adapter=vectors.adapter_of(self.manifest.model))
         return self.embedder
 
     # ---------------------------------------------------------------- filters
@@ -227,91 +194,63 @@ class Searcher:
 
     # ---------------------------------------------------------------- search
     def search(self, q: str | None, k: int = 10, filters: dict | None = None, options: SearchOptions | None = None,
-               max_chars: int = 2000, max_k: int = 100) -> SearchResponse:
+               max_chars: int = 2000, max_k: int = 100, params: RankingParams | None = None) -> SearchResponse:
+        """The pipeline of ``pipeline.STAGES`` over a plan of the query, then the top ``k`` pages as hits."""
         started = time.perf_counter()
-        options = options or SearchOptions()
+        params = params or self.params
+        plan = self.plan(q, k, filters, options or SearchOptions(), max_chars, max_k, params)
+        cands = Candidates()
+        for stage in STAGES:
+            stage(plan, cands, params, self)
+        ranked = sorted(cands.pages.items(), key=self.rank_order)[: int(k)]
+        return self.present(plan, cands, ranked, params, started)
+
+    def plan(self, q: str | None, k: int, filters: dict | None, options: SearchOptions, max_chars: int, max_k: int,
+             params: RankingParams) -> Plan:
+        """Check the request and work out the query: tokens, aliases, typos, NCU signals, clauses, vectors, filters."""
         text = clean_query(q, max_chars)
         if not 1 <= int(k) <= max_k:
             raise BadRequest(f"k={k} is out of range", hint=f"1 <= k <= {max_k}")
         f = self.normalize_filters(filters or {})
-        plan = plan_query(text, self.aliases, f, use_aliases=options.aliases,
-                          correct=self.bm25.correct if options.typos and options.bm25 else None)
+        query = plan_query(text, self.aliases, f, params, use_aliases=options.aliases,
+                           correct=self.bm25.correct if options.typos and options.bm25 else None)
         signals = self._route(text) if options.ncu_routing else []
         if signals:
             for term in signals[0].get("expand", []):
-                plan.bm25.terms.append((term, 0.5))
-        mask = self._mask(f)
-
-        plan.bm25.questions = options.questions
-        bm25_hits = self.bm25.search(plan.bm25, CANDIDATES) if options.bm25 else []
-        vec_hits: list[tuple[int, float]] = []
-        qvec = None
-        vecs = np.zeros((0, vectors.DIM), dtype=np.float32)  # the query vector(s): one, or one per clause
-        parts: list[str] = []
+                query.bm25.terms.append((term, params.signal_expand_weight))
+        query.bm25.questions = options.questions
+        plan = Plan(text=text, k=int(k), query=query, options=options, signals=signals, mask=self._mask(f))
         if options.vector:
-            # A long query is embedded clause by clause: one mean-pooled vector for 40 words is a blur, while each
-            # clue ("DRAM 35% of peak", "stalls on the load") lands near the sentence that says it. Dev nDCG@10
-            # 0.864 -> 0.872 (corpus), 0.835 -> 0.847 (kernelwiki); no slower, the clauses are as many word pieces.
-            parts = clauses(text) if options.clauses else []
-            vecs = self._embedder().encode(parts or [self._for_model(text, plan)])
-            qvec = vecs.mean(axis=0)
-            qvec /= max(float(np.linalg.norm(qvec)), 1e-12)  # stands for the query in ``best_sentence``
-            vec_hits = self.vindex.search(vecs, CANDIDATES, mask[1] if mask else None, sentences=options.sentences,
-                                          pages=self.page_index, questions=options.questions)
-        bm25_rank = {row: i for i, (row, _) in enumerate(bm25_hits, 1)}
-        vec_rank = {row: i for i, (row, _) in enumerate(vec_hits, 1)}
-        fused = convex([bm25_hits, vec_hits], WEIGHTS)
-        page_scores = rollup(((self.chunk_page[r], r, sc) for r, sc in fused.items()), extra_weight=ROLLUP_EXTRA)
-        best_chunk: dict[str, int] = {}
-        for row, _ in sorted(fused.items(), key=lambda x: -x[1]):
-            best_chunk.setdefault(self.chunk_page[row], row)
-        priors = (page_priors(self.pages, page_scores, text, self.page_repo, self.repo_names)
-                  if options.type_prior else dict.fromkeys(page_scores, 1.0))
-        for key, prior in priors.items():
-            page_scores[key] *= prior
-        signal_pages = self._signal_pages(signals, f) if signals else {}
-        if signal_pages:
-            top = max(page_scores.values(), default=1.0)
-            # Pages routed by their own metric names (kwiki's) are the sharper evidence: when any was routed, pages
-            # reached by symptom only (KernelWiki's) get the same floor instead of the higher one that lets them
-            # lead an index of KernelWiki pages alone.
-            by_metric = any(self.pages[key].ncu_signals for key in signal_pages)
-            for key, (weight, sig) in signal_pages.items():
-                boosted = page_scores.get(key, 0.0) + SIGNAL_BOOST * top * weight
-                # A page the signal names ranks near the top even when its text lacks NCU words
-                # (KernelWiki's pattern pages have symptoms but no metric names).
-                floor = SIGNAL_FLOOR if self.pages[key].ncu_signals or by_metric else SIGNAL_FLOOR_NO_NCU
-                page_scores[key] = max(boosted, floor * top * weight)
-                priors.setdefault(key, 1.0)
-        lifted: dict[str, tuple[str, str]] = {}
-        if options.links and not signals:
-            lifted = lift_links(page_scores, self.pages, self.find_page, self._rank_order,
-                                lambda key: mask is None or bool(mask[0][self.page_pos[key]]))
-        for key in lifted:
-            priors.setdefault(key, 1.0)
-        ranked = sorted(page_scores.items(), key=self._rank_order)[: int(k)]
+            plan.clauses = clauses(text, params) if options.clauses else []
+            plan.vectors = self._embedder().encode(plan.clauses or [model_text(text, query, params)])
+        return plan
+
+    def present(self, plan: Plan, cands: Candidates, ranked: list[tuple[str, float]], params: RankingParams,
+                started: float) -> SearchResponse:
+        """Hits with their snippets and the per-hit ``why``."""
+        qvec = plan.vector
         hits = []
         for key, score in ranked:
             page = self.pages[key]
-            row = best_chunk.get(key)
+            row = cands.best_chunk.get(key)
             if row is None:  # reached only through an NCU signal: show its first section
                 row = self.page_rows.get(key, [None])[0]
-            sig = signal_pages.get(key)
+            routed = cands.routed.get(key)
             sentence = None
-            if qvec is not None and row is not None and (options.sentences or options.questions):
+            if qvec is not None and row is not None and (plan.options.sentences or plan.options.questions):
                 # which sentence or listed question, if any, carried the chunk
-                sentence = self.vindex.best_sentence(row, qvec, options.sentences, options.questions)
-            hits.append(self._hit(page, score, row, plan, bm25_rank, vec_rank, priors.get(key, 1.0),
-                                  [sig[1]] if sig else [], sentence, lifted.get(key)))
-        if len(parts) > 1 and hits:
-            self._mark_clauses(hits, parts, vecs)
-        took = (time.perf_counter() - started) * 1000
+                sentence = self.vindex.best_sentence(row, qvec, params, plan.options.sentences, plan.options.questions)
+            hits.append(self._hit(page, score, row, plan, cands, [routed[1]] if routed else [], sentence))
+        if len(plan.clauses) > 1 and hits and plan.vectors is not None:
+            self._mark_clauses(hits, plan.clauses, plan.vectors)
+        f = plan.query.filters
         return SearchResponse(
-            query=text, k=int(k),
+            query=plan.text, k=plan.k,
             filters={n: getattr(f, n) for n in ("type", "tag", "architecture", "language", "confidence", "corpus") if getattr(f, n)},
-            hits=hits, signals=[{k2: v for k2, v in s.items() if k2 != "expand"} for s in signals], took_ms=round(took, 2),
-            interpreted=Interpreted(aliases=plan.aliases, clauses=parts,
-                                    corrections=[Correction(typed=a, searched=b) for a, b in plan.corrections]),
+            hits=hits, signals=[{k2: v for k2, v in s.items() if k2 != "expand"} for s in plan.signals],
+            took_ms=round((time.perf_counter() - started) * 1000, 2),
+            interpreted=Interpreted(aliases=plan.query.aliases, clauses=plan.clauses,
+                                    corrections=[Correction(typed=a, searched=b) for a, b in plan.query.corrections]),
             index={"build_id": self.manifest.build_id, "corpus_hash": self.manifest.corpus_hash[:12]},
         )
 
@@ -325,18 +264,7 @@ class Searcher:
         for hit, rel, own in zip(hits, relative, scores):
             hit.why.clause = parts[int(np.argmax(rel + 1e-3 * own))]
 
-    @staticmethod
-    def _for_model(text: str, plan: QueryPlan) -> str:
-        """What the model embeds for a query of a few words that names an alias ("UMMA", "TMEM"): the words and
-        their alias group's first phrases (the plan's groups: none when aliases are off). An acronym alone is
-        noise to MiniLM and lands near any short sentence."""
-        if len(text.split()) > SHORT_QUERY_WORDS:
-            return text
-        named = [p for g in plan.groups[:2] for p in g.phrases()[:SHORT_QUERY_PHRASES]
-                 if norm_phrase(p) != norm_phrase(text)]
-        return f"{text} ({', '.join(dict.fromkeys(named))})" if named else text
-
-    def _rank_order(self, item: tuple[str, float]) -> tuple[float, str]:
+    def rank_order(self, item: tuple[str, float]) -> tuple[float, str]:
         """Sort key of (page key, score): best first, ties by path."""
         return -item[1], self.pages[item[0]].path
 
@@ -352,7 +280,7 @@ class Searcher:
             sig["expand"] = list(dict.fromkeys(terms))[:MAX_EXPAND]
         return signals
 
-    def _signal_pages(self, signals: list[dict[str, Any]], f: Filters) -> dict[str, tuple[float, str]]:
+    def signal_pages(self, signals: list[dict[str, Any]], f: Filters, params: RankingParams) -> dict[str, tuple[float, str]]:
         """Pages an NCU signal points to: pattern ids (kwiki corpus) or matching symptoms (KernelWiki)."""
         out: dict[str, tuple[float, str]] = {}
         for rank, sig in enumerate(signals[:3]):
@@ -370,7 +298,7 @@ class Searcher:
                 elif not page_signals and page.type == "pattern" and set(symptoms) & set(page.facet("symptoms")):
                     # KernelWiki patterns carry symptoms but no metric names; the signal's own symptom counts most
                     first = min(i for i, sym in enumerate(symptoms) if sym in page.facet("symptoms"))
-                    w = SYMPTOM_ROUTE * weight / (1 + first)
+                    w = params.symptom_route * weight / (1 + first)
                 else:
                     continue
                 w *= 1.0 if page.type == "pattern" else 0.6
@@ -378,18 +306,21 @@ class Searcher:
                     out[key] = (w, sig["signal"])
         return out
 
-    def _hit(self, page: Page, score: float, row: int | None, plan: QueryPlan, bm25_rank: dict, vec_rank: dict,
-             prior: float, signals: list[str], sentence: str | None = None,
-             lifted: tuple[str, str] | None = None) -> Hit:
+    def _hit(self, page: Page, score: float, row: int | None, plan: Plan, cands: Candidates, signals: list[str],
+             sentence: str | None) -> Hit:
+        query = plan.query
+        lifted = cands.lifted.get(page.key)
         crow = self.chunk_rows[row] if row is not None else {"text": page.title, "heading_path": [], "line_start": 1, "line_end": 1}
         return Hit(
             id=page.key, page_id=page.id, title=page.title, type=page.type, corpus=page.corpus, path=page.path,
             score=round(float(score), 6), confidence=page.confidence, reproducibility=page.reproducibility,
-            snippet=make_snippet(crow["text"], plan.prose + plan.idents),
+            snippet=make_snippet(crow["text"], query.prose + query.idents),
             heading_path=crow.get("heading_path", []), lines=(crow["line_start"], crow["line_end"]),
             sources=self.resolve(page.sources, page.corpus),
-            why=Why(bm25_rank=bm25_rank.get(row), vector_rank=vec_rank.get(row), aliases=plan.aliases,
-                    signals=signals, type_prior=prior, matched_terms=matched_terms(crow["text"], plan.prose),
+            why=Why(bm25_rank=cands.rank(row, "bm25") if row is not None else None,
+                    vector_rank=cands.rank(row, "vector") if row is not None else None, aliases=query.aliases,
+                    signals=signals, type_prior=cands.priors.get(page.key, 1.0),
+                    matched_terms=matched_terms(crow["text"], query.prose),
                     sentence=sentence, fix_of=lifted[1] if lifted and lifted[0] == "fix" else None,
                     related_to=lifted[1] if lifted and lifted[0] == "related" else None),
         )

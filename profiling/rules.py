@@ -20,6 +20,7 @@ from .messages import derive_metrics, message_hits
 from .rulebase import (STALL_REASONS, Evaluation, Evidence, Fired, Metrics, Missing, Outcome, clip, fire, g, latency_w, mem_w,
                        sector_efficiency, share, stall_rule, stall_shares, thr, traffic_share)
 from .signals import SIGNAL_IDS, load_signals
+from .verdict import judge
 
 __all__ = ["RULES", "STALL_REASONS", "Evaluation", "Evidence", "Fired", "Missing", "Outcome", "evaluate", "stall_shares"]
 
@@ -313,7 +314,7 @@ def atomic_contention(m: Metrics) -> Outcome:
     atom = [v for k in ("l2_tex_red_sectors", "l2_tex_atom_sectors", "l2_sectors_red", "l2_sectors_atom") if (v := g(m, k)) is not None]
     total = g(m, "l2_sectors")
     if not atom or total is None:
-        return Missing(signal="atomic-contention", metrics=["l2_tex_red_sectors", "l2_tex_atom_sectors", "l2_sectors"])
+        return _atomics_inferred(m) or Missing(signal="atomic-contention", metrics=["l2_tex_red_sectors", "l2_tex_atom_sectors", "l2_sectors"])
     a = max(sum(atom[:2]), sum(atom[2:]))
     share, th = (a / total if total > 0 else 0.0), thr("atomic-contention", "atomic_share")
     if share < th:
@@ -321,6 +322,22 @@ def atomic_contention(m: Metrics) -> Outcome:
     busy = max(g(m, "sm_throughput_pct") or 0.0, g(m, "memory_throughput_pct") or 0.0)
     return fire("atomic-contention", share * max(0.5, 1 - busy / 100), ("lts__t_sectors_srcunit_tex_op_{red,atom}.sum / lts__t_sectors.sum", share, th),
                  ("max(sm__throughput, gpu__compute_memory_throughput) %", busy, None, "low throughput with many atomics = serialization"))
+
+
+def _atomics_inferred(m: Metrics) -> Fired | None:
+    """Without the L2 atomic counters (a details page, a partial section set): a long launch whose warps wait in
+    ``drain`` (for their memory operations to retire) while every unit idles is what serialized atomics look like."""
+    drain, busy = share(m, "drain"), max(g(m, "sm_throughput_pct") or 0.0, g(m, "memory_throughput_pct") or 0.0)
+    dur, issue = g(m, "duration"), g(m, "issue_active_pct")
+    th = thr("atomic-contention", "inferred_drain_share")
+    if drain is None or drain < th or busy >= thr("atomic-contention", "inferred_idle_pct") or dur is None or dur < thr("launch-overhead", "duration_ns"):
+        return None
+    f = fire("atomic-contention", drain * 0.8, ("stall share drain (smsp__average_warps_issue_stalled_drain_per_issue_active.ratio / all reasons)", drain, th),
+             ("max(sm__throughput, gpu__compute_memory_throughput) %", busy, f"< {thr('atomic-contention', 'inferred_idle_pct'):g}"),
+             ("smsp__issue_active.avg.pct_of_peak_sustained_active", issue if issue is not None else "absent", None))
+    f.evidence.append(Evidence(metric="inferred", value="without lts__t_sectors_srcunit_tex_op_{red,atom}.sum", threshold=None,
+                               note="the L2 atomic counters are missing (MemoryWorkloadAnalysis_Tables); capture them to confirm"))
+    return f
 
 
 def launch_overhead(m: Metrics) -> Outcome:
@@ -352,6 +369,18 @@ def low_ipc(m: Metrics) -> Outcome:
                  ("stall share wait + dispatch_stall + misc + branch_resolving", dep, None)) if mag >= 0.05 else None
 
 
+def speed_of_light(m: Metrics) -> Outcome:
+    """A unit at >= 80% of its peak over the elapsed time. Magnitude here is that share of peak, not a share
+    at stake: :func:`kwiki.profiling.verdict.judge` keeps the signal (first) only when no waste signal fired."""
+    sm, mem = g(m, "sm_throughput_pct"), g(m, "memory_throughput_pct")
+    if sm is None and mem is None:
+        return Missing(signal="speed-of-light", metrics=["sm_throughput_pct", "memory_throughput_pct"])
+    th = thr("speed-of-light", "sol_pct")
+    best_name, best = max((("sm__throughput.avg.pct_of_peak_sustained_elapsed", sm or 0.0),
+                           ("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed", mem or 0.0)), key=lambda x: x[1])
+    return fire("speed-of-light", best / 100, (best_name, best, f">= {th:g}")) if best >= th else None
+
+
 RULES: dict[str, Callable[[Metrics], Outcome]] = {
     "small-grid": small_grid, "tail-effect": tail_effect, "load-imbalance": load_imbalance,
     "uncoalesced-global": uncoalesced_global, "sparse-stores": sparse_stores, "smem-bank-conflicts": smem_bank_conflicts,
@@ -363,6 +392,7 @@ RULES: dict[str, Callable[[Metrics], Outcome]] = {
     "warp-divergence": warp_divergence, "barrier-stalls": barrier_stalls, "atomic-contention": atomic_contention,
     "instruction-fetch-stalls": instruction_fetch_stalls, "launch-overhead": launch_overhead,
     "membar-stalls": membar_stalls, "math-pipe-throttle": math_pipe_throttle, "low-ipc": low_ipc,
+    "speed-of-light": speed_of_light,
 }
 assert set(RULES) == set(SIGNAL_IDS)
 
@@ -402,4 +432,7 @@ def evaluate(metrics: Metrics, messages: Iterable[Any] = (), context: Mapping[st
                 s.evidence.append(Evidence(metric="explained by", value=cause, threshold=None, note="symptom of a stronger cause; ranked lower"))
     order = {s: i for i, s in enumerate(SIGNAL_IDS)}
     ranked = sorted(fired.values(), key=lambda f: (-f.magnitude, order[f.signal]))
-    return Evaluation(fired=ranked, missing=list(missing.values()), stall_shares={k: round(v, 4) for k, v in stall_shares(m).items()})
+    gaps = sorted({k for miss in missing.values() for k in miss.metrics})
+    ranked, verdict = judge(ranked, m, gaps)
+    return Evaluation(fired=ranked, missing=list(missing.values()), stall_shares={k: round(v, 4) for k, v in stall_shares(m).items()},
+                      verdict=verdict)

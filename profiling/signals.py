@@ -24,7 +24,7 @@ SIGNAL_IDS = (
     "long-scoreboard", "mio-throttle", "short-scoreboard", "lg-throttle", "dram-bound", "l2-bound", "cache-thrashing",
     "fma-bound", "tensor-pipe-bound", "tensor-pipe-underused", "register-spilling", "occupancy-registers",
     "occupancy-shared-memory", "occupancy-block-size", "warp-divergence", "barrier-stalls", "atomic-contention",
-    "instruction-fetch-stalls", "launch-overhead", "membar-stalls", "math-pipe-throttle", "low-ipc",
+    "instruction-fetch-stalls", "launch-overhead", "membar-stalls", "math-pipe-throttle", "low-ipc", "speed-of-light",
 )
 
 

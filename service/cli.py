@@ -245,6 +245,8 @@ def eval_(
     gate: Annotated[bool, typer.Option("--gate", help="Exit 1 when the shipped method falls below evals/floor.yaml")] = False,
     index_dir: IndexDir = None,
     json_out: JsonOut = False,
+    set_: Annotated[list[str] | None, typer.Option("--set", help="Ranking parameter NAME=VALUE (kwiki/index/params.py), repeatable")] = None,
+    adapter: Annotated[str | None, typer.Option("--adapter", help="Embedding adapter for the suites' indexes ('none': the base model; default: the shipped one)")] = None,
 ) -> None:
     """Measure retrieval quality on the labeled questions (nDCG@10, MRR@10, Recall@5/10, Hit@1)."""
     from rich.console import Console
@@ -252,6 +254,7 @@ def eval_(
 
     from kwiki.evals import command
     from kwiki.evals.runner import METHODS
+    from kwiki.index.params import parse_overrides
 
     settings = load_settings(index_dir)
     suites = ["corpus", "kernelwiki"] if suite == "all" else [suite]
@@ -265,8 +268,10 @@ def eval_(
                 tasks[name] = bar.add_task(f"eval {name}", total=total)
             bar.advance(tasks[name])
 
+        chosen_adapter = settings.embed_adapter if adapter is None else (None if adapter == "none" else adapter)
         result = command.run_eval(suites, chosen, settings.index_dir.parent / "eval", threads=settings.embed_threads,
-                                  kernelwiki=kernelwiki, out_dir=out, readme=update_readme, progress=tick)
+                                  kernelwiki=kernelwiki, out_dir=out, readme=update_readme, progress=tick,
+                                  overrides=parse_overrides(set_ or []), adapter=chosen_adapter)
     failures = command.gate(result) if gate else []
     if json_out:
         print_json({"stamp": result["stamp"], "paths": result["paths"], "gate_failures": failures,

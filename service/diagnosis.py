@@ -24,6 +24,8 @@ from kwiki.profiling.signals import load_signals
 
 #: The strongest signals of a launch get pages; the weaker ones are listed with their pattern ids only.
 TOP_SIGNALS_WITH_PAGES = 3
+#: A framework program has hundreds of kernels: pages for the launches of the five with the most GPU time.
+TOP_KERNELS_WITH_PAGES = 5
 #: Pages per signal a caller may ask for (``k``); more is a search, not a diagnosis.
 MAX_PAGES_PER_SIGNAL = 50
 #: (signal, k) lookups kept per open index: 28 signals at a few values of k fit many times over.
@@ -72,8 +74,11 @@ class SignalPages:
 
 
 def attach_pages(resp: DiagnoseResponse, pages: SignalPages, k: int) -> None:
-    """Give the top signals of every launch their pages (``SignalResult.pages``); failures become warnings."""
+    """Give the top signals of each launch of the top kernels (by GPU time) their pages; failures become warnings."""
+    ranked = {s.kernel for s in resp.kernels[:TOP_KERNELS_WITH_PAGES]}
     for launch in resp.launches:
+        if resp.kernels and (launch.kernel or launch.name) not in ranked:
+            continue
         for sig in launch.signals[:TOP_SIGNALS_WITH_PAGES]:
             sig.pages, warnings = pages.get(sig.signal, k)
             resp.warnings += [w for w in warnings if w not in resp.warnings]

@@ -32,7 +32,7 @@ INPUTS = [
     (chunking, "SENTENCE_MIN_WORDS", 3),
     (corpus, "MAX_QUESTIONS", 2),
     (bm25, "LAYOUT_VERSION", 999),
-    (bm25, "FIELD_BOOSTS", {**bm25.FIELD_BOOSTS, "extra_field": 1.0}),
+    (bm25, "FIELDS", (*bm25.FIELDS, "extra_field")),
 ]
 
 

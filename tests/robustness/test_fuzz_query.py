@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from kwiki.errors import KwikiError, PageNotFound
 from kwiki.index.bm25 import BM25Query
+from kwiki.index.params import RankingParams
 from kwiki.index.query import AliasTable, Filters, clean_query, plan_query
 
 FUZZ = settings(max_examples=200, deadline=None, derandomize=True,
@@ -28,7 +29,7 @@ VALUES = st.lists(st.one_of(st.text(max_size=12), TRICKY), max_size=4)
        use_aliases=st.booleans())
 def test_plan_query_never_raises(text, groups, use_aliases):
     table = AliasTable.from_groups(groups)
-    plan = plan_query(text, table, Filters(tag=["x"], architecture=["sm90"]), use_aliases=use_aliases)
+    plan = plan_query(text, table, Filters(tag=["x"], architecture=["sm90"]), RankingParams(), use_aliases=use_aliases)
     assert len(plan.bm25.terms) <= 96 and len(plan.bm25.idents) <= 48
     assert all(isinstance(t, str) and t for t, _ in plan.bm25.terms + plan.bm25.idents)
 
@@ -57,7 +58,7 @@ def mini_searcher(mini_index, embedder):
        idents=st.lists(st.tuples(TEXT, st.just(1.0)), max_size=4),
        filters=st.lists(st.lists(TEXT, min_size=1, max_size=3), max_size=3))
 def test_bm25_accepts_any_terms(mini_searcher, terms, idents, filters):
-    hits = mini_searcher.bm25.search(BM25Query(terms=terms, idents=idents, must_filters=filters), 20)
+    hits = mini_searcher.bm25.search(BM25Query(terms=terms, idents=idents, must_filters=filters), 20, RankingParams())
     n = len(mini_searcher.chunk_ids)
     assert all(0 <= row < n for row, _ in hits)
 

@@ -92,11 +92,10 @@ def test_hit_names_the_sentence_that_matched(searcher):
 
 
 def test_porting_question_lifts_migration_pages(searcher):
-    from kwiki.index.ranking import MIGRATION_PRIOR
 
     porting = searcher.search("what do my Hopper ping-pong consumer warpgroups become when porting the GEMM to sm100", k=5)
     migration = [h for h in porting.hits if h.type == "migration"]
-    assert migration and all(h.why.type_prior == MIGRATION_PRIOR for h in migration)
+    assert migration and all(h.why.type_prior == searcher.params.migration_prior for h in migration)
     plain = searcher.search("ping-pong consumer warpgroups", k=10)  # no porting words: no lift
     assert all(h.why.type_prior == 1.0 for h in plain.hits if h.type == "migration")
 
@@ -136,10 +135,12 @@ def test_a_question_the_page_lists_brings_it_up(searcher):
 
 
 def test_an_acronym_alone_is_embedded_with_what_it_stands_for(searcher, monkeypatch):
+    from kwiki.index import search as search_module
+    from kwiki.index.pipeline import model_text
     from kwiki.index.query import Filters, plan_query
 
     def for_model(text):
-        return searcher._for_model(text, plan_query(text, searcher.aliases, Filters()))
+        return model_text(text, plan_query(text, searcher.aliases, Filters(), searcher.params), searcher.params)
 
     assert for_model("UMMA").startswith("UMMA (tcgen05")
     assert for_model("why does my UMMA kernel stall") == "why does my UMMA kernel stall"  # long: as typed
@@ -151,7 +152,7 @@ def test_an_acronym_alone_is_embedded_with_what_it_stands_for(searcher, monkeypa
     # "UMMA" alone is noise to the model: it used to land near short sentences of unrelated pages (softmax, MoE)
     resp = searcher.search("UMMA", k=6)
     assert resp.hits[0].page_id == "hw-tcgen05-mma" and len(about_tcgen05(resp)) == 6
-    monkeypatch.setattr(searcher, "_for_model", lambda text, plan: text)  # the acronym alone, as before
+    monkeypatch.setattr(search_module, "model_text", lambda text, plan, params: text)  # the acronym alone, as before
     assert len(about_tcgen05(searcher.search("UMMA", k=6))) <= 4  # measured: 3 of 6
 
 

@@ -3,7 +3,11 @@ import pytest
 from kwiki.errors import BadRequest, QueryTooLong
 from kwiki.index.analysis import ident_tokens, prose_tokens
 from kwiki.index.bm25 import query_tokens
-from kwiki.index.query import LONG_QUERY_WORDS, MAX_CLAUSES, AliasTable, Filters, clauses, clean_query, plan_query
+from kwiki.index.params import RankingParams
+from kwiki.index.query import AliasTable, Filters, clauses, clean_query, plan_query
+
+P = RankingParams()
+LONG_QUERY_WORDS, MAX_CLAUSES = P.long_query_words, P.max_clauses
 
 
 @pytest.mark.parametrize(
@@ -25,7 +29,7 @@ def test_query_tokens_drop_stopwords_but_keep_identifiers():
 
 @pytest.mark.parametrize("q", ['"unbalanced', "sm_80:", "-foo", "http://x.y", "a AND", "(x", "*", "\\", "~~", "!!!"])
 def test_hostile_text_builds_a_query_without_the_parser(q):
-    plan = plan_query(clean_query(q, 2000), AliasTable(), Filters())
+    plan = plan_query(clean_query(q, 2000), AliasTable(), Filters(), RankingParams())
     assert plan.bm25.terms or plan.bm25.idents or q.strip("*\\~!") == ""
 
 
@@ -40,7 +44,7 @@ def test_aliases_expand_both_ways_with_phrases():
     table = AliasTable.from_groups({"tmem": ["tensor memory", "TMEM"], "sm100": ["B200"]})
     assert [g.canonical for g in table.match("how big is tensor memory")] == ["tmem"]
     assert [g.canonical for g in table.match("tmem size")] == ["tmem"]
-    plan = plan_query("B200 limits", table, Filters())
+    plan = plan_query("B200 limits", table, Filters(), RankingParams())
     assert ("sm100", 0.25) in plan.bm25.terms or "sm100" in [t for t, _ in plan.bm25.idents]
     assert table.canonical_of("B200", {"sm100", "sm90"}) == "sm100"
 
@@ -48,20 +52,20 @@ def test_aliases_expand_both_ways_with_phrases():
 def test_a_long_query_splits_into_its_clues():
     q = ("bf16 GEMM at K=256 gets a fraction of the throughput it gets at K=8192, and most samples sit after "
          "the K loop; the tensor pipe is idle during the stores")
-    assert clauses(q) == ["bf16 GEMM at K=256 gets a fraction of the throughput it gets at K=8192",
+    assert clauses(q, P) == ["bf16 GEMM at K=256 gets a fraction of the throughput it gets at K=8192",
                           "most samples sit after the K loop", "the tensor pipe is idle during the stores"]
 
 
 def test_short_queries_and_single_clauses_are_not_split():
-    assert clauses("only 8 of 132 SMs busy at the end") == []
+    assert clauses("only 8 of 132 SMs busy at the end", P) == []
     assert len("a b c d e f g h i j k l".split()) == LONG_QUERY_WORDS
-    assert clauses("my kernel spends most of its time waiting on global loads from a very large table") == []
-    assert clauses("a b c d, e f g h, i j k l") == ["a b c d", "e f g h", "i j k l"]
-    assert clauses("one two three four five six seven, x, and eight nine ten") == [
+    assert clauses("my kernel spends most of its time waiting on global loads from a very large table", P) == []
+    assert clauses("a b c d, e f g h, i j k l", P) == ["a b c d", "e f g h", "i j k l"]
+    assert clauses("one two three four five six seven, x, and eight nine ten", P) == [
         "one two three four five six seven", "eight nine ten"]  # a one-word fragment is no clue
 
 
 def test_a_pasted_report_keeps_only_the_first_clauses():
     report = ", ".join(f"metric number {i} is at {i}% of peak" for i in range(40))
-    parts = clauses(report)
+    parts = clauses(report, P)
     assert len(parts) == MAX_CLAUSES and parts[0] == "metric number 0 is at 0% of peak"

@@ -40,6 +40,7 @@ CLEAN: dict[str, float] = {
 #: signal -> overrides that make it fire
 BAD: dict[str, dict[str, float]] = {
     "small-grid": {"grid_size": 32.0},
+    "speed-of-light": {"sm_throughput_pct": 93.0, "pipe_tensor_cycles_pct": 95.0},
     "tail-effect": {"grid_size": 265.0, "occ_limit_warps": 2.0, "occ_limit_registers": 4.0},
     "load-imbalance": {"sm_active_cycles_max": 2000.0},
     "uncoalesced-global": {"bytes_per_sector_global_ld": 4.0, "memory_throughput_pct": 90.0},

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import numpy as np
+
+from kwiki.index.params import RankingParams
+
+P = RankingParams()
 import pytest
 
 from kwiki.index.build import embed_text
@@ -57,23 +61,23 @@ def test_several_query_vectors_score_the_mean():
 
     eye = np.eye(DIM, dtype=np.float32)
     index = VectorIndex(eye[:3])  # chunk i is the unit vector e_i
-    plain = dict(index.search(eye[0], 3))
+    plain = dict(index.search(eye[0], 3, None, P))
     assert plain[0] == pytest.approx(1.0) and plain[1] == pytest.approx(0.0)
-    clauses = dict(index.search(np.stack([eye[1], eye[1], eye[2]]), 3))  # two of three clauses say what chunk 1 says
+    clauses = dict(index.search(np.stack([eye[1], eye[1], eye[2]]), 3, None, P))  # two of three clauses say what chunk 1 says
     assert clauses[1] == pytest.approx(2 / 3) and clauses[2] == pytest.approx(1 / 3) and clauses[0] == pytest.approx(0.0)
-    assert dict(index.search(eye[:1], 3)) == plain  # one row is the single-vector case
+    assert dict(index.search(eye[:1], 3, None, P)) == plain  # one row is the single-vector case
 
 
 def test_sentences_stand_for_their_chunk_for_every_clause_and_clause_scores_see_them():
-    from kwiki.index.vectors import QUESTION_MARGIN, SENTENCE_MARGIN, VectorIndex
+    from kwiki.index.vectors import VectorIndex
 
     eye = np.eye(DIM, dtype=np.float32)
     # chunk 0 has a sentence saying e_3 and a listed question saying e_4; chunk 1 has none
     index = VectorIndex(eye[:2], np.stack([eye[3], eye[4]]), np.array([0, 0]), ["s", "q?"], np.array([False, True]))
-    scores = index._scores(np.stack([eye[3], eye[4], eye[1]]), sentences=True)  # chunks x clauses
-    assert scores[0].tolist() == pytest.approx([1 - SENTENCE_MARGIN, 1 - QUESTION_MARGIN, 0.0])
+    scores = index._scores(np.stack([eye[3], eye[4], eye[1]]), P, sentences=True)  # chunks x clauses
+    assert scores[0].tolist() == pytest.approx([1 - P.sentence_margin, 1 - P.question_margin, 0.0])
     assert scores[1].tolist() == pytest.approx([0.0, 0.0, 1.0])
-    off = index._scores(np.stack([eye[3], eye[4]]), sentences=False, questions=False)
+    off = index._scores(np.stack([eye[3], eye[4]]), P, sentences=False, questions=False)
     assert off[0].tolist() == pytest.approx([0.0, 0.0])
     # which clause a page (here chunk 0) answers: its sentences and questions count, with no margin
     assert index.clause_scores(np.array([0]), np.stack([eye[4], eye[1]])).tolist() == pytest.approx([1.0, 0.0])
@@ -81,16 +85,16 @@ def test_sentences_stand_for_their_chunk_for_every_clause_and_clause_scores_see_
 
 
 def test_a_page_whose_sections_cover_every_clause_ranks_up():
-    from kwiki.index.vectors import PAGE_SHARE, VectorIndex
+    from kwiki.index.vectors import VectorIndex
 
     eye = np.eye(DIM, dtype=np.float32)
     # page 0: chunk 0 says clue A, chunk 1 says clue B; page 1: chunk 2 says both half-way
     both = (eye[0] + eye[1]) / np.sqrt(2)
     index = VectorIndex(np.stack([eye[0], eye[1], both]))
     clauses, pages = np.stack([eye[0], eye[1]]), np.array([0, 0, 1])
-    alone = dict(index.search(clauses, 3))
+    alone = dict(index.search(clauses, 3, None, P))
     assert alone[2] > alone[0] == alone[1]  # chunk by chunk, the page that says both at once wins
-    blended = dict(index.search(clauses, 3, pages=pages))
-    assert blended[0] == pytest.approx((1 - PAGE_SHARE) * 0.5 + PAGE_SHARE * 1.0)
+    blended = dict(index.search(clauses, 3, None, P, pages=pages))
+    assert blended[0] == pytest.approx((1 - P.clause_page_share) * 0.5 + P.clause_page_share * 1.0)
     assert blended[0] > blended[2] == pytest.approx(alone[2])
-    assert dict(index.search(eye[0], 3, pages=pages)) == dict(index.search(eye[0], 3))  # one vector: no blending
+    assert dict(index.search(eye[0], 3, None, P, pages=pages)) == dict(index.search(eye[0], 3, None, P))  # one vector: no blending
