@@ -47,9 +47,11 @@ def suite_index(suite: str, root: Path, name: str, base: Path, threads: int, emb
 
 def run_eval(suites: list[str], methods: list[str], index_base: Path, *, threads: int = 2, kernelwiki: Path | None = None,
              out_dir: Path | None = None, readme: bool = False, progress: Callable[[str, int], None] | None = None,
-             overrides: dict[str, str] | None = None, adapter: str | None = None) -> dict[str, Any]:
+             overrides: dict[str, str] | None = None, adapter: str | None = None,
+             splits: list[str] | None = None) -> dict[str, Any]:
     """Every method on every suite. ``overrides`` set ranking parameters (``RankingParams``) for the run;
-    ``adapter`` names the embedding adapter the suites' indexes are built with (None: the base model)."""
+    ``adapter`` names the embedding adapter the suites' indexes are built with (None: the base model); ``splits``
+    keeps only those questions (while developing: ``["dev", "test"]``, so the fresh ones stay unseen)."""
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         raise BadRequest(f"unknown methods {unknown}", hint=f"one of: {', '.join(METHODS)}")
@@ -67,7 +69,7 @@ def run_eval(suites: list[str], methods: list[str], index_base: Path, *, threads
         name, root = SUITE_ROOTS[suite]
         if suite == "kernelwiki" and kernelwiki:
             root = kernelwiki
-        questions = load_suite(suite)
+        questions = [q for q in load_suite(suite) if not splits or q.split in splits]
         searcher = suite_index(suite, root, name, index_base, threads, embedder)
         res = evaluate(searcher, questions, methods, progress=(lambda: progress(suite, len(questions) * len(methods))) if progress else None,
                        params=params)
@@ -83,7 +85,7 @@ def run_eval(suites: list[str], methods: list[str], index_base: Path, *, threads
             res["failures"] = [
                 {"id": q.id, "category": q.category, "query": q.query, "got": res["runs"][SHIPPED].get(q.id, [])[:3],
                  "wanted": [d for d, r in q.relevant.items() if r == 2]}
-                for q in test if not set(res["runs"][SHIPPED].get(q.id, [])[:3]) & set(q.relevant)
+                for q in test if not set(res["runs"][SHIPPED].get(q.id, [])[:3]) & set(q.labels)
             ]
         results[suite] = res
     stamp = {"revision": git_revision(REPO), "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),

@@ -24,9 +24,15 @@ class Question(BaseModel):
     query: str
     category: str
     split: str = "dev"
-    relevant: dict[str, int] = Field(default_factory=dict)
+    relevant: dict[str, int] = Field(default_factory=dict)  # the author's labels, decided from the pages
+    judged: dict[str, int] = Field(default_factory=dict)  # pooled pages judged later by others (never the author's)
     note: str | None = None
     suite: str = ""
+
+    @property
+    def labels(self) -> dict[str, int]:
+        """Every graded page: the author's labels, and the judged pool where the author said nothing."""
+        return {**self.judged, **self.relevant}
 
 
 def load_suite(suite: str, folder: Path = QUESTIONS_DIR) -> list[Question]:
@@ -50,7 +56,7 @@ def load_suite(suite: str, folder: Path = QUESTIONS_DIR) -> list[Question]:
 
 def qrels(questions: list[Question]) -> list[tuple[str, str, int]]:
     """(query_id, doc_id, relevance) triples."""
-    return [(q.id, doc, int(rel)) for q in questions for doc, rel in q.relevant.items()]
+    return [(q.id, doc, int(rel)) for q in questions for doc, rel in q.labels.items()]
 
 
 def to_trec(questions: list[Question]) -> str:

@@ -128,7 +128,7 @@ def top3_rate(questions: list[Question], run_top: dict[str, list[str]], categori
     qs = [q for q in questions if q.category in categories]
     if not qs:
         return 0.0
-    ok = sum(1 for q in qs if set(run_top.get(q.id, [])[:3]) & set(q.relevant))
+    ok = sum(1 for q in qs if set(run_top.get(q.id, [])[:3]) & set(q.labels))
     return round(ok / len(qs), 4)
 
 

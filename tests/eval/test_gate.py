@@ -17,7 +17,7 @@ def test_question_files_are_well_formed():
         # written from a page: that page answers it (real users' questions may have only partial answers)
         assert all(2 in q.relevant.values() for q in qs if q.split != "real")
         assert {"dev", "test", "fresh"} <= {q.split for q in qs}
-        assert len(to_trec(qs).splitlines()) == sum(len(q.relevant) for q in qs)
+        assert len(to_trec(qs).splitlines()) == sum(len(q.labels) for q in qs)
 
 
 def test_labels_point_at_real_pages(searcher):
