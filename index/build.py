@@ -30,9 +30,11 @@ from kwiki.errors import BadRequest, BuildLocked
 from kwiki.ingest import chunking, corpus
 from kwiki.ingest.corpus import CorpusRoot, IngestResult, chunk_page, read_corpora
 from kwiki.ingest.models import Chunk, IngestReport, Page, PageSource, Problem
+from kwiki.settings import EMBED_THREADS, MAX_PAGE_BYTES
 
-from . import bm25, manifest as manifest_mod, vectors
-from .manifest import Manifest
+from . import bm25, vectors
+from . import manifest as manifest_mod
+from .manifest import Manifest, read_manifest
 
 CURRENT = "current"
 BUILDS = "builds"
@@ -213,8 +215,6 @@ def add_pages(result: IngestResult, source: PageSource) -> None:
 
 
 def _serving_manifest(index_dir: Path) -> Manifest | None:
-    from .manifest import read_manifest
-
     try:
         return read_manifest(current_build(index_dir))
     except Exception:  # noqa: BLE001 - no usable serving index means: build
@@ -226,8 +226,8 @@ def build_index(
     roots: list[CorpusRoot],
     *,
     embedder: vectors.Embedder | None = None,
-    threads: int = 2,
-    max_page_bytes: int = 8 * 1024 * 1024,
+    threads: int = EMBED_THREADS,
+    max_page_bytes: int = MAX_PAGE_BYTES,
     progress: Progress | None = None,
     cache_dir: Path | None = None,
     page_sources: list[PageSource] | None = None,
@@ -281,9 +281,9 @@ def build_index(
         embedded = _embed_missing(cache, todo, embedder, threads, progress, adapter)
         chunk_matrix = cache.get([c.content_hash for c in chunks])
         vectors.write_table(tmp / "vectors", [_vector_row(c) for c in chunks], chunk_matrix)
-        extra = cache.get(sentence_keys)
-        question_rows = nearest_chunks(question_pages, extra[len(sentence_texts):], chunks, chunk_matrix)
-        vectors.write_sentences(tmp / "vectors", sentence_rows + question_rows, sentence_texts + question_texts, extra,
+        sentence_matrix = cache.get(sentence_keys)
+        question_rows = nearest_chunks(question_pages, sentence_matrix[len(sentence_texts):], chunks, chunk_matrix)
+        vectors.write_sentences(tmp / "vectors", sentence_rows + question_rows, sentence_texts + question_texts, sentence_matrix,
                                 questions=[False] * len(sentence_texts) + [True] * len(question_texts))
         _write_records(tmp, result)
         manifest = Manifest(

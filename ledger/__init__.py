@@ -32,8 +32,8 @@ from .pages import (
     render_body,
 )
 from .store import (
-    BENCH_COLUMNS,
     BENCHMARK_FILE,
+    BENCH_COLUMNS,
     CANDIDATES_FILE,
     MAX_RECORD_BYTES,
     STATUSES,

@@ -1,7 +1,7 @@
 """Workspace operations on a ledger: where it lives, filtering, importing, attaching a diagnosis.
 
     >>> from kwiki.ledger import attach_diagnosis, import_dir, workspace_dir
-    >>> led = Ledger(workspace_dir(Settings()))                                    # doctest: +SKIP
+    >>> led = Ledger(workspace_dir(load_settings()))                               # doctest: +SKIP
     >>> resp = diagnose_bytes(open("v3.csv", "rb").read(), "v3.csv")                # doctest: +SKIP
     >>> attach_diagnosis(led, "transpose/t03", resp, report_path="reports/t03.ncu-rep").evidence.signals  # doctest: +SKIP
     ['shared-bank-conflicts']

@@ -24,15 +24,15 @@ from pydantic import BaseModel, Field, computed_field
 from kwiki.errors import BadInput
 
 from .catalog import load_catalog
-from .ncu_csv import MAX_BYTES, LaunchProfile, ParseResult, RuleResult, parse_bytes, parse_csv_text, parse_json_text, parse_metrics_dict
 from .messages import message_hits
-from .routing import route
+from .ncu_csv import MAX_BYTES, LaunchProfile, ParseResult, RuleResult, parse_bytes, parse_csv_text, parse_json_text, parse_metrics_dict
 from .next_step import NextStep, next_step
 from .program import KernelShare, rank_kernels, select_kernel
+from .routing import route
 from .rulebase import Verdict
 from .rules import Evidence, Missing, evaluate
-from .verdict import program_checks
 from .signals import load_signals
+from .verdict import program_checks
 
 SHORT_LAUNCH_NS = 10_000.0
 KEY_METRICS = ("duration", "grid_size", "block_size", "registers_per_thread", "waves_per_sm", "sm_throughput_pct",

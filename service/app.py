@@ -22,7 +22,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from kwiki import __version__
 from kwiki.errors import BadRequest, Forbidden, IndexMissing, KwikiError, Unauthorized
 from kwiki.index.results import PageResponse, SearchResponse
-from kwiki.settings import Settings, get_settings
+from kwiki.settings import Settings, load_settings
 
 from .core import Kwiki, SearchQuery, SearchRequest
 
@@ -31,7 +31,7 @@ T = TypeVar("T")
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
-    settings = settings or get_settings()
+    settings = settings or load_settings()
     state = Kwiki(settings)
 
     @asynccontextmanager
@@ -104,10 +104,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         await asyncio.to_thread(state.reload)
         return {"status": "ok", "index": state.get().manifest.model_dump()}
 
-    from kwiki.service import diagnose_api; app.include_router(diagnose_api.router)  # noqa: E702 - /diagnose, /signals
-    from kwiki.service import web; app.include_router(web.router)  # noqa: E702 - the search page (GET /)
-    from kwiki.service import ledger_api; app.include_router(ledger_api.router)  # noqa: E702 - GET|POST /ledger
+    from kwiki.service import diagnose_api, ledger_api, web
     from kwiki.service.limits import BodySizeLimit
+
+    app.include_router(diagnose_api.router)  # POST /diagnose, GET /signals
+    app.include_router(web.router)  # the search page (GET /)
+    app.include_router(ledger_api.router)  # GET|POST /ledger
 
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_upload_bytes)  # 413 before any endpoint reads a body
     return app

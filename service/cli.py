@@ -16,7 +16,7 @@ import typer
 
 from kwiki import __version__
 from kwiki.service.cli_common import print_json, reported
-from kwiki.service.cli_common import settings as load_settings
+from kwiki.settings import load_settings
 
 if TYPE_CHECKING:
     from kwiki.ingest.models import PageSource
@@ -57,7 +57,7 @@ def ingest(
     from kwiki.index.build import build_index
     from kwiki.ingest.corpus import corpus_root
 
-    settings = load_settings(index_dir)
+    settings = load_settings(index_dir=index_dir)
     roots = [corpus_root(c) for c in corpus] if corpus else [corpus_root(p) for p in settings.corpora]
     console = Console(stderr=True)
     with reported(), Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -143,7 +143,7 @@ def search(
     from kwiki.service.core import Kwiki, SearchRequest
 
     with reported():
-        kw = Kwiki(load_settings(index_dir))
+        kw = Kwiki(load_settings(index_dir=index_dir))
         kw.load()
         req = SearchRequest(q=query, k=k, type=type or [], tag=tag or [], architecture=architecture or [],
                             language=language or [], confidence=confidence or [], corpus=corpus or [])
@@ -193,7 +193,7 @@ def page(
     from kwiki.index.search import Searcher
     from kwiki.service.core import page_view
 
-    settings = load_settings(index_dir)
+    settings = load_settings(index_dir=index_dir)
     with reported():
         resp = page_view(Searcher.open(settings.index_dir), page_id)  # no query: the model is never loaded
     if json_out:
@@ -224,7 +224,7 @@ def serve(
 
     from kwiki.index.build import current_build
 
-    settings = load_settings(index_dir, host=host, port=port)
+    settings = load_settings(index_dir=index_dir, host=host, port=port)
     if build_if_missing and not (current_build(settings.index_dir) / "manifest.json").exists():
         typer.echo(f"no index at {settings.index_dir}: building it from {', '.join(map(str, settings.corpora))}", err=True)
         ingest(corpus=[str(c) for c in settings.corpora], index_dir=settings.index_dir, json_out=False, quiet=False,
@@ -256,7 +256,7 @@ def eval_(
     from kwiki.evals.runner import METHODS
     from kwiki.index.params import parse_overrides
 
-    settings = load_settings(index_dir)
+    settings = load_settings(index_dir=index_dir)
     suites = ["corpus", "kernelwiki"] if suite == "all" else [suite]
     chosen = [m.strip() for m in methods.split(",") if m.strip()] or list(METHODS)
     console = Console(stderr=True)
@@ -321,7 +321,7 @@ def diagnose(
     from kwiki.errors import KwikiError
     from kwiki.service.core import Kwiki
 
-    settings = load_settings(index_dir)
+    settings = load_settings(index_dir=index_dir)
     try:
         data = sys.stdin.buffer.read() if str(path) == "-" else path.read_bytes()
     except OSError as exc:
@@ -370,10 +370,12 @@ def signals(json_out: JsonOut = False) -> None:
 
 
 from kwiki.service.mcp_cli import mcp_command  # noqa: E402 - light module; imports the SDK only when run
+
 app.command("mcp")(mcp_command)
 
 
 from kwiki.service.cli_ledger import app as ledger_app  # noqa: E402 - light module (typer only at import)
+
 app.add_typer(ledger_app, name="ledger")
 
 

@@ -1,7 +1,7 @@
-"""What every CLI command shares: settings, kwiki errors as exit status 2, JSON output.
+"""What every CLI command shares: kwiki errors as exit status 2, JSON output.
 
     >>> with reported():                                       # doctest: +SKIP
-    ...     resp = Searcher.open(settings.index_dir).page(page_id)
+    ...     resp = Searcher.open(load_settings().index_dir).page(page_id)
     >>> print_json(resp)                                       # doctest: +SKIP
 """
 
@@ -10,23 +10,9 @@ from __future__ import annotations
 import json
 import sys
 from contextlib import contextmanager
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import Any, Iterator
 
 import typer
-
-if TYPE_CHECKING:
-    from kwiki.settings import Settings
-
-
-def settings(index_dir: Path | None = None, **overrides: Any) -> Settings:
-    """The one Settings object, with command-line overrides (None = not given)."""
-    from kwiki.settings import Settings
-
-    values = {k: v for k, v in overrides.items() if v is not None}
-    if index_dir is not None:
-        values["index_dir"] = index_dir
-    return Settings(**values)
 
 
 @contextmanager

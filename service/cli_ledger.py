@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 
 from kwiki.service.cli_common import print_json, reported
-from kwiki.service.cli_common import settings as load_settings
+from kwiki.settings import load_settings
 
 if TYPE_CHECKING:
     from kwiki.ledger import Candidate, Ledger
@@ -242,7 +242,7 @@ def search(
     from kwiki.service.core import Kwiki, SearchRequest
 
     with reported():
-        kw = Kwiki(load_settings(index_dir))
+        kw = Kwiki(load_settings(index_dir=index_dir))
         kw.load()
         tiers = kw.tiered_search(SearchRequest(q=query, k=k), experience_k, status)
     if json_out:

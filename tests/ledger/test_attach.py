@@ -7,7 +7,6 @@ import pytest
 from kwiki.errors import NotFound
 from kwiki.ledger import Ledger, attach_diagnosis
 from kwiki.profiling.diagnose import diagnose_bytes
-
 from tests.conftest import DATA
 
 

@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 
 from kwiki.ledger import Ledger
-
 from tests.conftest import REPO
 
 WRITER = r"""

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from kwiki.ledger import Candidate, Ledger
-from kwiki.ledger import lineage, render_tree
+from kwiki.ledger import Candidate, Ledger, lineage, render_tree
 
 from .conftest import LEDGER
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from kwiki.errors import BadInput
-from kwiki.profiling.diagnose import DiagnoseResponse, diagnose_bytes, diagnose_metrics, diagnose_text
+from kwiki.profiling.diagnose import diagnose_bytes, diagnose_metrics, diagnose_text
 
 SYN = Path(__file__).resolve().parents[1] / "data" / "ncu_synthetic"
 

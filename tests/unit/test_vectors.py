@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import numpy as np
-
-from kwiki.index.params import RankingParams
-
-P = RankingParams()
 import pytest
 
 from kwiki.index.build import embed_text
+from kwiki.index.params import RankingParams
 from kwiki.index.vectors import DIM, MAX_TOKENS, model_path, onnx_model
+
+P = RankingParams()
 
 TEXTS = [
     "tail effect",
