@@ -124,13 +124,18 @@ def main() -> None:
             for q in qs[:20]:  # warm-up
                 client.get("/search", params={"q": q, "k": 10})
             lat = []
+            stages: dict[str, list[float]] = {}
             for q in qs:
                 t = time.perf_counter()
                 r = client.get("/search", params={"q": q, "k": 10})
                 lat.append((time.perf_counter() - t) * 1000)
                 assert r.status_code == 200, r.text
+                for name, ms in r.json().get("stages_ms", {}).items():
+                    stages.setdefault(name, []).append(ms)
         report["search_ms"] = {"n": len(lat), "p50": round(statistics.median(lat), 1), "p95": round(pct(lat, 95), 1),
                                "max": round(max(lat), 1)}
+        # what each pipeline stage costs (server-side; "plan" includes embedding the query)
+        report["stage_ms_p50"] = {name: round(statistics.median(v), 2) for name, v in stages.items()}
         report["server_rss_mb_after"] = round(rss_mb(server.pid), 1)
     finally:
         os.killpg(server.pid, signal.SIGTERM)

@@ -72,6 +72,8 @@ class SearchResponse(BaseModel):
     interpreted: Interpreted = Field(default_factory=Interpreted)
     experience: list[dict[str, Any]] = Field(default_factory=list)  # ledger candidates that tried a fix (own tier)
     took_ms: float = 0.0
+    stages_ms: dict[str, float] = Field(default_factory=dict, description="Time per pipeline stage (plan includes "
+                                        "embedding the query), for finding what a slow query spent its time on")
     index: dict[str, Any] = Field(default_factory=dict)
 
 

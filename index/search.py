@@ -200,10 +200,17 @@ class Searcher:
         params = params or self.params
         plan = self.plan(q, k, filters, options or SearchOptions(), max_chars, max_k, params)
         cands = Candidates()
+        timings = {"plan": (time.perf_counter() - started) * 1000}
         for stage in STAGES:
+            t = time.perf_counter()
             stage(plan, cands, params, self)
+            timings[stage.__name__] = (time.perf_counter() - t) * 1000
         ranked = sorted(cands.pages.items(), key=self.rank_order)[: int(k)]
-        return self.present(plan, cands, ranked, params, started)
+        t = time.perf_counter()
+        response = self.present(plan, cands, ranked, params, started)
+        timings["present"] = (time.perf_counter() - t) * 1000
+        response.stages_ms = {name: round(ms, 3) for name, ms in timings.items()}
+        return response
 
     def plan(self, q: str | None, k: int, filters: dict | None, options: SearchOptions, max_chars: int, max_k: int,
              params: RankingParams) -> Plan:

@@ -24,14 +24,18 @@ from pydantic import BaseModel, Field, computed_field
 from kwiki.errors import BadInput
 
 from .catalog import load_catalog
+from .hotspots import HotspotReport, _plain, is_source_page, parse_source_page
 from .messages import message_hits
 from .ncu_csv import MAX_BYTES, LaunchProfile, ParseResult, RuleResult, parse_bytes, parse_csv_text, parse_json_text, parse_metrics_dict
 from .next_step import NextStep, next_step
 from .program import KernelShare, rank_kernels, select_kernel
+from .report_views import report_views
+from .repz import unwrap as unwrap_repz
 from .routing import route
 from .rulebase import Verdict
 from .rules import Evidence, Missing, evaluate
 from .signals import load_signals
+from .timeline import Timeline, apply_timelines, attach_timelines, has_timeline
 from .verdict import program_checks
 
 SHORT_LAUNCH_NS = 10_000.0
@@ -76,6 +80,7 @@ class LaunchDiagnosis(BaseModel):
     rules_read: int = 0
     verdict: Verdict | None = None
     next_step: NextStep | None = None
+    timeline: Timeline | None = None
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -89,6 +94,7 @@ class DiagnoseResponse(BaseModel):
     launches: list[LaunchDiagnosis] = Field(default_factory=list)
     text_signals: list[dict[str, Any]] = Field(default_factory=list)
     kernels: list[KernelShare] = Field(default_factory=list)
+    hotspots: HotspotReport | None = None
     warnings: list[str] = Field(default_factory=list)
     took_ms: float = 0.0
 
@@ -142,7 +148,18 @@ def diagnose_bytes(data: bytes, filename: str, max_bytes: int = MAX_BYTES, kerne
         raise BadInput("expected bytes")
     if len(data) > max_bytes:
         raise BadInput(f"upload is {len(data)} bytes, over the {max_bytes}-byte limit")
-    return diagnose_parsed(parse_bytes(bytes(data), filename, max_bytes=max_bytes), filename, started, kernel)
+    data, filename = unwrap_repz(bytes(data), filename, max_bytes)  # .ncu-repz -> .ncu-rep
+    if is_source_page(bytes(data[:65536])):  # ncu --page source --csv: hotspots, no launch metrics
+        return DiagnoseResponse(filename=filename[:300], format="source", hotspots=parse_source_page(bytes(data)),
+                                took_ms=round((time.perf_counter() - started) * 1000, 2))
+    resp = diagnose_parsed(parse_bytes(bytes(data), filename, max_bytes=max_bytes), filename, started, kernel)
+    if resp.format == "ncu-rep":  # the report itself: its PM-sampling series and per-PC samples (ncu_report)
+        timelines, hotspots = report_views(_plain(bytes(data), max_bytes))
+        apply_timelines(resp.launches, timelines)
+        resp.hotspots = resp.hotspots or hotspots
+    elif has_timeline(bytes(data)) or data[:2] == b"\x1f\x8b":  # a raw page with instances: PM-sampling timelines
+        attach_timelines(resp.launches, bytes(data), max_bytes)
+    return resp
 
 
 def diagnose_metrics(metrics: dict[str, Any]) -> DiagnoseResponse:

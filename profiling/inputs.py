@@ -4,6 +4,8 @@
     1234.5
     >>> parse_number("n/a") is None
     True
+    >>> parse_number("4,257.42 (0; 0; 12.5)")   # a metric with instances: its aggregate
+    4257.42
     >>> unit_factor("usecond"), unit_factor("Kbyte"), unit_factor("Gbyte/s"), unit_factor("%")
     (1000.0, 1000.0, 1000000000.0, 1.0)
 
@@ -35,6 +37,8 @@ def parse_number(text: object) -> float | None:
         v = float(text)
         return v if math.isfinite(v) else None
     s = str(text).strip().strip('"').strip()
+    if s.endswith(")") and " (" in s:  # --print-metric-instances values: "265 (265)", "49.36 (0; 0; ...)": the aggregate
+        s = s[: s.index(" (")].strip()
     if s.lower() in _MISSING or len(s) > 64:
         return None
     s = s.rstrip("%").strip()

@@ -247,6 +247,7 @@ def eval_(
     json_out: JsonOut = False,
     set_: Annotated[list[str] | None, typer.Option("--set", help="Ranking parameter NAME=VALUE (kwiki/index/params.py), repeatable")] = None,
     adapter: Annotated[str | None, typer.Option("--adapter", help="Embedding adapter for the suites' indexes ('none': the base model; default: the shipped one)")] = None,
+    splits: Annotated[str, typer.Option("--splits", help="Comma-separated question splits to run (dev,test,fresh,real; default: all)")] = "",
 ) -> None:
     """Measure retrieval quality on the labeled questions (nDCG@10, MRR@10, Recall@5/10, Hit@1)."""
     from rich.console import Console
@@ -271,7 +272,8 @@ def eval_(
         chosen_adapter = settings.embed_adapter if adapter is None else (None if adapter == "none" else adapter)
         result = command.run_eval(suites, chosen, settings.index_dir.parent / "eval", threads=settings.embed_threads,
                                   kernelwiki=kernelwiki, out_dir=out, readme=update_readme, progress=tick,
-                                  overrides=parse_overrides(set_ or []), adapter=chosen_adapter)
+                                  overrides=parse_overrides(set_ or []), adapter=chosen_adapter,
+                                  splits=[s.strip() for s in splits.split(",") if s.strip()] or None)
     failures = command.gate(result) if gate else []
     if json_out:
         print_json({"stamp": result["stamp"], "paths": result["paths"], "gate_failures": failures,
@@ -310,49 +312,71 @@ def validate(
 
 @app.command()
 def diagnose(
-    path: Annotated[Path, typer.Argument(help="ncu export: --page raw --csv, --page details --csv, plain --csv, JSON {metric: value}, .ncu-rep; '-' reads stdin")],
+    path: Annotated[Path, typer.Argument(help="ncu export: --page raw --csv, --page details --csv, plain --csv, JSON {metric: value}, .ncu-rep(z); '-' reads stdin")],
     k: Annotated[int, typer.Option("-k", help="Pages per signal")] = 5,
     index_dir: IndexDir = None,
+    baseline: Annotated[Optional[Path], typer.Option("--baseline", help="The parent's export: compare PATH against it")] = None,
+    kernel: Annotated[Optional[str], typer.Option("--kernel", help="Only the launches of kernels whose name contains this")] = None,
+    source: Annotated[Optional[Path], typer.Option("--source", help="The report's --page source --csv export: add its hotspots")] = None,
+    plot: Annotated[Optional[Path], typer.Option("--plot", help="Write the first PM-sampling timeline as a PNG chart (needs matplotlib)")] = None,
     record: Annotated[Optional[str], typer.Option("--record", help="Attach the diagnosis to this ledger candidate")] = None,
-    workspace: Annotated[Optional[Path], typer.Option("--workspace", help="Ledger workspace for --record")] = None,
+    candidate: Annotated[Optional[str], typer.Option("--candidate", help="With --baseline: attach the comparison to this ledger candidate")] = None,
+    workspace: Annotated[Optional[Path], typer.Option("--workspace", help="Ledger workspace for --record / --candidate")] = None,
     json_out: JsonOut = False,
 ) -> None:
-    """Diagnose an Nsight Compute export: fired signals, evidence, and the pages that fix them (same as POST /diagnose)."""
-    from kwiki.errors import KwikiError
+    """Diagnose an Nsight Compute export: verdict, fired signals, evidence, the next ncu command and the pages that fix
+    them (same as POST /diagnose). With --baseline, compare it with the parent's export."""
+    from kwiki.errors import BadInput, KwikiError
+    from kwiki.profiling.compare import Comparison
+    from kwiki.service.cli_profile import print_comparison, print_diagnosis
     from kwiki.service.core import Kwiki
 
     settings = load_settings(index_dir=index_dir)
     try:
         data = sys.stdin.buffer.read() if str(path) == "-" else path.read_bytes()
+        base = baseline.read_bytes() if baseline is not None else None
+        src = source.read_bytes() if source is not None else None
     except OSError as exc:
-        typer.secho(f"error: cannot read {path}: {exc.strerror}", fg="red", err=True)
+        typer.secho(f"error: cannot read {exc.filename}: {exc.strerror}", fg="red", err=True)
         raise typer.Exit(2) from None
     with reported():
+        if candidate and base is None:
+            raise BadInput("--candidate attaches a comparison: it needs --baseline", hint="use --record to attach a single diagnosis")
         kw = Kwiki(settings)
         try:
             kw.load()
         except KwikiError as exc:
             typer.echo(f"note: {exc.message}; diagnosing without ranked pages ({exc.hint})", err=True)
-        resp = kw.diagnose(data=data, filename=path.name, k=k)
-        if record:
+        resp = kw.diagnose(data=data, filename=path.name, k=k, baseline=base,
+                           baseline_filename=baseline.name if baseline else "", kernel=kernel, source=src)
+        if isinstance(resp, Comparison):
+            if candidate:
+                from kwiki.service.cli_ledger import record_comparison
+
+                record_comparison(candidate, resp, workspace, settings)
+        elif record:
             from kwiki.service.cli_ledger import record_diagnosis
 
             record_diagnosis(record, resp, workspace, settings)
+    if plot is not None:
+        from kwiki.profiling.timeline import plot as plot_timeline
+
+        launches = resp.after_diagnosis.launches if isinstance(resp, Comparison) and resp.after_diagnosis else getattr(resp, "launches", [])
+        timeline = next((d.timeline for d in launches if d.timeline is not None), None)
+        if timeline is None:
+            typer.echo("note: no PM-sampling timeline in the export (capture with --section PmSampling and export the raw page "
+                       "with --print-metric-instances values): no chart written", err=True)
+        elif not plot_timeline(timeline, plot):
+            typer.echo("note: matplotlib is not installed: no chart written (pip install matplotlib); the sparkline and the "
+                       "JSON `timeline` carry the same series", err=True)
+        else:
+            typer.echo(f"wrote {plot}", err=True)
     if json_out:
         print_json(resp)
-        return
-    for launch in resp.launches:
-        typer.secho(f"{launch.kernel} (launch {launch.launch_id})", bold=True)
-        if not launch.signals:
-            typer.echo("  no signal fired")
-        for sig in launch.signals[:5]:
-            typer.secho(f"  {sig.signal:24s} magnitude {sig.magnitude:.2f}  {sig.title}", fg="cyan")
-            for ev in sig.evidence[:3]:
-                typer.echo(f"      {ev.metric} = {ev.value} (threshold {ev.threshold})")
-            for page in sig.pages[:3]:
-                typer.echo(f"      -> {page.id} [{page.type}, {page.confidence or '-'}] {page.title}")
-        if launch.missing:
-            typer.echo("  not evaluated (metrics missing): " + ", ".join(m.signal for m in launch.missing[:8]))
+    elif isinstance(resp, Comparison):
+        print_comparison(resp)
+    else:
+        print_diagnosis(resp)
 
 
 @app.command()

@@ -27,6 +27,7 @@ from kwiki.settings import load_settings
 
 if TYPE_CHECKING:
     from kwiki.ledger import Candidate, Ledger
+    from kwiki.profiling.compare import Comparison
     from kwiki.profiling.diagnose import DiagnoseResponse
     from kwiki.settings import Settings
 
@@ -272,4 +273,18 @@ def record_diagnosis(candidate_id: str, diagnosis: DiagnoseResponse, workspace: 
     cand = attach_diagnosis(led, candidate_id, diagnosis, report_path=report_path)
     signals = ", ".join(cand.evidence.signals[:5]) or "no signal"
     typer.echo(f"recorded on {cand.key} in {led.candidates_path}: {signals}", err=True)
+    return cand
+
+
+def record_comparison(candidate_id: str, comparison: Comparison, workspace: Path | None = None,
+                      settings: Settings | None = None) -> Candidate:
+    """``kwiki diagnose AFTER --baseline BEFORE --candidate ID``: attach the comparison (its after-diagnosis as the
+    evidence, the comparison under ``evidence.comparison``); a note goes to stderr. Returns the new version."""
+    from kwiki.ledger import Ledger, workspace_dir
+    from kwiki.service.diagnosis import attach_comparison
+
+    led = Ledger(workspace_dir(settings or load_settings(), workspace))
+    cand = attach_comparison(led, candidate_id, comparison)
+    typer.echo(f"recorded on {cand.key} in {led.candidates_path}: {comparison.verdict} "
+               f"({comparison.speedup or 0:.2f}x against {comparison.before})", err=True)
     return cand

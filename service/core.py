@@ -21,6 +21,7 @@ from kwiki.index.results import PageResponse, SearchResponse
 from kwiki.index.search import Searcher
 from kwiki.index.vectors import Embedder
 from kwiki.ledger import PAGE_TYPE, STATUSES, candidate_fields, indexed_candidates, ledger_summary
+from kwiki.profiling.compare import Comparison
 from kwiki.profiling.diagnose import DiagnoseResponse
 from kwiki.settings import Settings
 
@@ -195,12 +196,16 @@ class Kwiki:
         return tiered_search(self.get(), req, self.settings, experience_k, status)
 
     def diagnose(self, *, data: bytes | None = None, filename: str = "", metrics: dict[str, Any] | None = None,
-                 text: str | None = None, k: int = 5, searcher: Searcher | None = None) -> DiagnoseResponse:
-        """Diagnose one export, metrics object or text; pages come from the open index when there is one."""
+                 text: str | None = None, k: int = 5, searcher: Searcher | None = None, baseline: bytes | None = None,
+                 baseline_filename: str = "", kernel: str | None = None,
+                 source: bytes | None = None) -> DiagnoseResponse | Comparison:
+        """Diagnose one export, metrics object or text (or compare an export with its ``baseline``); pages come
+        from the open index when there is one (:func:`kwiki.service.diagnosis.diagnose_request`)."""
         searcher = searcher or self.get_or_none()
         return diagnose_request(data=data, filename=filename, metrics=metrics, text=text, searcher=searcher, k=k,
                                 max_bytes=self.settings.max_upload_bytes,
-                                pages=self.signal_pages if searcher is self.searcher else None)
+                                pages=self.signal_pages if searcher is self.searcher else None, baseline=baseline,
+                                baseline_filename=baseline_filename, kernel=kernel, source=source)
 
 
 __all__ = ["DEFAULT_EXPERIENCE_K", "FILTERS", "Kwiki", "SearchFilters", "SearchQuery", "SearchRequest", "TieredQuery", "experience_tier",

@@ -3,8 +3,8 @@
     curl -F file=@kernel.raw.csv 127.0.0.1:8000/diagnose
     curl -H 'content-type: application/json' -d '{"metrics": {"launch__grid_size": 32}}' 127.0.0.1:8000/diagnose
 
-Both call :func:`kwiki.service.diagnosis.diagnose_request`, as the CLI's ``kwiki diagnose`` and MCP do, so all give
-the same document.
+Both call the service core (:func:`kwiki.service.diagnosis.diagnose_request`), as the CLI's ``kwiki diagnose``
+and MCP do, so all give the same document.
 """
 
 from __future__ import annotations
@@ -22,7 +22,13 @@ router = APIRouter()
 
 @router.post("/diagnose")
 async def diagnose(request: Request, k: int = Query(5, description="pages per signal (1..50)")) -> Any:
-    """Diagnose an NCU export (multipart ``file``) or JSON ``{"metrics": {...}}`` / ``{"text": "..."}``."""
+    """Diagnose an NCU export (multipart ``file``) or JSON ``{"metrics": {...}}`` / ``{"text": "..."}``.
+
+    With a second multipart field ``baseline`` (the parent's export) the answer is a comparison of ``file``
+    against it: matched kernels, speedup with its noise rule and verdict, metric deltas, signals resolved,
+    appeared and persisting (``kwiki diagnose FILE --baseline BASELINE``). A field ``kernel`` keeps one kernel; a field
+    ``source`` (``--page source --csv`` of the same report) adds the hotspots (an upload that is itself a source page
+    gets them too)."""
     import asyncio
 
     state: Kwiki = request.app.state.kwiki
@@ -30,11 +36,19 @@ async def diagnose(request: Request, k: int = Query(5, description="pages per si
     ctype = request.headers.get("content-type", "")
     kwargs: dict[str, Any] = {}
     if ctype.startswith("multipart/form-data"):
-        form = await request.form(max_files=1, max_fields=4)
+        form = await request.form(max_files=3, max_fields=6)
         upload = form.get("file")
         if upload is None or isinstance(upload, str):
             raise BadInput('no file in the upload', hint='send the export as multipart field "file"')
         kwargs = {"data": await upload.read(settings.max_upload_bytes + 1), "filename": upload.filename or ""}
+        base = form.get("baseline")
+        if base is not None and not isinstance(base, str):  # the parent's export: compare file against it
+            kwargs |= {"baseline": await base.read(settings.max_upload_bytes + 1), "baseline_filename": base.filename or "baseline"}
+        src = form.get("source")
+        if src is not None and not isinstance(src, str):  # the same report's source page: hotspots
+            kwargs["source"] = await src.read(settings.max_upload_bytes + 1)
+        if isinstance(form.get("kernel"), str) and form.get("kernel"):
+            kwargs["kernel"] = form.get("kernel")
     elif ctype.startswith("application/json"):
         try:
             body = await request.json()

@@ -19,7 +19,10 @@ from typing import Any
 
 from kwiki.errors import BadInput, KwikiError, PayloadTooLarge
 from kwiki.index.search import Searcher
+from kwiki.ledger import Candidate, Evidence, Ledger, attach_diagnosis
+from kwiki.profiling.compare import Comparison, compare_bytes, comparison_evidence
 from kwiki.profiling.diagnose import DiagnoseResponse, PageRef, diagnose_bytes, diagnose_metrics, diagnose_text
+from kwiki.profiling.hotspots import parse_source_page
 from kwiki.profiling.signals import load_signals
 
 #: The strongest signals of a launch get pages; the weaker ones are listed with their pattern ids only.
@@ -86,8 +89,12 @@ def attach_pages(resp: DiagnoseResponse, pages: SignalPages, k: int) -> None:
 
 def diagnose_request(*, data: bytes | None = None, filename: str = "", metrics: dict[str, Any] | None = None,
                      text: str | None = None, searcher: Searcher | None = None, k: int = 5, max_bytes: int,
-                     pages: SignalPages | None = None) -> DiagnoseResponse:
-    """The one diagnose path for HTTP, the web page, CLI and MCP: exactly one of data/metrics/text.
+                     pages: SignalPages | None = None, baseline: bytes | None = None, baseline_filename: str = "",
+                     kernel: str | None = None, source: bytes | None = None) -> DiagnoseResponse | Comparison:
+    """The one diagnose path for HTTP, the web page, CLI and MCP: exactly one of data/metrics/text; with
+    ``baseline`` (the parent's export) a :class:`~kwiki.profiling.compare.Comparison` of ``data`` against it
+    instead; ``source`` (the same report's ``--page source --csv`` export) adds its hotspots; ``kernel`` keeps
+    one kernel's launches.
 
     Without a searcher the diagnosis is complete but has no ranked pages. ``pages`` is the open index's cache
     (the service keeps one per loaded index); without it, one lives for this request.
@@ -98,15 +105,43 @@ def diagnose_request(*, data: bytes | None = None, filename: str = "", metrics: 
                        hint='multipart field "file", or JSON {"metrics": {...}} or {"text": "..."}')
     if not isinstance(k, int) or not 1 <= k <= MAX_PAGES_PER_SIGNAL:
         raise BadInput(f"k={k!r} is out of range", hint=f"1 <= k <= {MAX_PAGES_PER_SIGNAL}")
+    lookup = (pages if pages is not None and pages.searcher is searcher else SignalPages(searcher)) if searcher else None
+    if baseline is not None:
+        if data is None:
+            raise BadInput("a baseline needs the candidate's export to compare with it", hint='multipart fields "file" and "baseline"')
+        for blob, name in ((data, filename or "upload"), (baseline, baseline_filename or "baseline")):
+            if len(blob) > max_bytes:
+                raise PayloadTooLarge(f"{name} is {len(blob)} bytes; the limit is {max_bytes}",
+                                      hint="export only the kernels you need (ncu -k NAME -c N)")
+        comparison = compare_bytes(baseline, baseline_filename or "baseline", data, filename or "upload",
+                                   max_bytes=max_bytes, kernel=kernel)
+        if lookup is not None and comparison.after_diagnosis is not None:
+            attach_pages(comparison.after_diagnosis, lookup, k)
+        return comparison
     if data is not None:
-        if len(data) > max_bytes:
-            raise PayloadTooLarge(f"upload is {len(data)} bytes; the limit is {max_bytes}",
+        if len(data) > max_bytes or (source is not None and len(source) > max_bytes):
+            raise PayloadTooLarge(f"upload is {max(len(data), len(source or b''))} bytes; the limit is {max_bytes}",
                                   hint="export only the kernels you need (ncu -k NAME -c N)")
-        resp = diagnose_bytes(data, filename or "upload", max_bytes=max_bytes)
+        resp = diagnose_bytes(data, filename or "upload", max_bytes=max_bytes, kernel=kernel)
+        if source is not None:
+            resp.hotspots = parse_source_page(source)
     elif metrics is not None:
         resp = diagnose_metrics(metrics)
     else:
         resp = diagnose_text(text or "")
-    if searcher is not None:
-        attach_pages(resp, pages if pages is not None and pages.searcher is searcher else SignalPages(searcher), k)
+    if lookup is not None:
+        attach_pages(resp, lookup, k)
     return resp
+
+
+def attach_comparison(ledger: Ledger, candidate_id: str, c: Comparison) -> Candidate:
+    """Record a comparison on a ledger candidate: the after-diagnosis as its evidence (``attach_diagnosis``, the
+    ledger's own schema) plus ``evidence.comparison`` (:func:`~kwiki.profiling.compare.comparison_evidence`).
+    Returns the new version."""
+    cand = attach_diagnosis(ledger, candidate_id, c.after_diagnosis or DiagnoseResponse(), report_path=c.after)
+    extra = dict(cand.evidence.model_extra or {})
+    extra["comparison"] = comparison_evidence(c)
+    if c.before not in cand.evidence.reports:
+        cand.evidence.reports.append(c.before)
+    ev = Evidence.model_validate({**cand.evidence.model_dump(exclude=set(extra)), **extra})
+    return ledger.append(cand.model_copy(update={"evidence": ev}), write_benchmarks=False)

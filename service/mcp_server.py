@@ -24,10 +24,20 @@ from pydantic import BaseModel, Field
 
 from kwiki import __version__
 from kwiki.errors import BadInput, KwikiError
+from kwiki.profiling.compare import Comparison
 from kwiki.profiling.diagnose import DiagnoseResponse
 from kwiki.settings import Settings
 
-from .compact import CompactDiagnosis, CompactPage, CompactSearch, compact_diagnosis, compact_page, compact_search
+from .compact import (
+    CompactComparison,
+    CompactDiagnosis,
+    CompactPage,
+    CompactSearch,
+    compact_comparison,
+    compact_diagnosis,
+    compact_page,
+    compact_search,
+)
 from .core import Kwiki, SearchFilters, SearchRequest
 
 log = logging.getLogger("kwiki.mcp")
@@ -131,7 +141,9 @@ def build_server(settings: Settings, backend: Backend | None = None) -> MCPServe
     @server.tool(description=(
         "Diagnose an Nsight Compute profile. Give exactly one of: `path` (a file on this machine: `ncu --page raw "
         "--csv` export (best), `--page details --csv`, JSON or .ncu-rep), `metrics` ({ncu metric name: value}), or "
-        "`text` (pasted ncu console output, metric=value pairs or rule messages). Returns, per kernel launch, the "
+        "`text` (pasted ncu console output, metric=value pairs or rule messages); `source` adds the hotspots of the "
+        "report's source page (a `path` that is a source page gets them too). Returns, per kernel launch, a verdict "
+        "(speed-of-light first when a unit is at its peak, validity checks), the next ncu command, the "
         "fired signals ranked by the share of runtime at stake, their evidence and the pages that explain them "
         "(the same diagnosis as POST /diagnose). See list_signals for what it can detect."))
     def diagnose(
@@ -140,10 +152,23 @@ def build_server(settings: Settings, backend: Backend | None = None) -> MCPServe
             description="Metric values, e.g. {\"launch__grid_size\": 32, \"launch__sm_count\": 132}")] = None,
         text: Annotated[str | None, Field(description="Pasted ncu output or rule messages", max_length=1_000_000)] = None,
         k: Annotated[int, Field(description="Pages per signal", ge=1, le=20)] = 5,
+        source: Annotated[str | None, Field(description="With `path`: the same report's `--page source --csv` export, for hotspots")] = None,
     ) -> CompactDiagnosis:
         if sum(x is not None for x in (path, metrics, text)) != 1:
             raise ToolError("bad_request: give exactly one of `path`, `metrics` or `text`")
-        return _guarded(lambda: compact_diagnosis(_diagnose(kw, path, metrics, text, k)))
+        return _guarded(lambda: compact_diagnosis(_diagnose(kw, path, metrics, text, k, source)))
+
+    @server.tool(description=(
+        "Compare a candidate kernel's Nsight Compute export with its parent's (both files on this machine, any format "
+        "diagnose reads). Kernels are matched by name, then launch order and shape; per kernel: speedup (median "
+        "duration before / after), a verdict (improved, regressed, within-noise) by the rule returned, the signals "
+        "resolved, appeared and persisting, and the metrics that changed (the same as `kwiki diagnose AFTER --baseline BEFORE`)."))
+    def compare(
+        path: Annotated[str, Field(description="The candidate's export (after)", min_length=1)],
+        baseline: Annotated[str, Field(description="The parent's export (before)", min_length=1)],
+        kernel: Annotated[str | None, Field(description="Only kernels whose name contains this")] = None,
+    ) -> CompactComparison:
+        return _guarded(lambda: compact_comparison(_compare(kw, path, baseline, kernel)))
 
     @server.tool(description=(
         "List the Nsight Compute signals kwiki's diagnosis detects (tail effect, uncoalesced access, bank "
@@ -154,8 +179,8 @@ def build_server(settings: Settings, backend: Backend | None = None) -> MCPServe
     return server
 
 
-def _diagnose(kw: Backend, path: str | None, metrics: dict[str, Any] | None, text: str | None,
-              k: int) -> DiagnoseResponse:
+def _diagnose(kw: Backend, path: str | None, metrics: dict[str, Any] | None, text: str | None, k: int,
+              source: str | None = None) -> DiagnoseResponse:
     """Read ``path`` if given, then diagnose with the core, as POST /diagnose and the CLI do."""
     searcher = kw.core.get_or_none()  # the diagnosis itself needs no index; only the ranked pages do
     limit = kw.settings.max_upload_bytes
@@ -167,9 +192,30 @@ def _diagnose(kw: Backend, path: str | None, metrics: dict[str, Any] | None, tex
         if file.stat().st_size > limit:
             raise BadInput(f"{file} is over the {limit}-byte limit", hint="export only the kernels of interest (ncu -k)")
         data, filename = file.read_bytes(), file.name
-    resp = kw.core.diagnose(data=data, filename=filename, metrics=metrics, text=text, k=k, searcher=searcher)
+    src = _read_export(source, limit)[0] if source is not None else None
+    resp = kw.core.diagnose(data=data, filename=filename, metrics=metrics, text=text, k=k, searcher=searcher, source=src)
+    assert isinstance(resp, DiagnoseResponse)  # no baseline: a diagnosis, never a comparison
     if searcher is None:
         resp.warnings.append("no index loaded, so no pages are ranked: run `kwiki ingest`")
+    return resp
+
+
+def _read_export(path: str, limit: int) -> tuple[bytes, str]:
+    file = Path(path).expanduser()
+    if not file.is_file():
+        raise BadInput(f"no file at {file}", hint="give the path of an NCU export, e.g. from `ncu --page raw --csv`")
+    if file.stat().st_size > limit:
+        raise BadInput(f"{file} is over the {limit}-byte limit", hint="export only the kernels of interest (ncu -k)")
+    return file.read_bytes(), file.name
+
+
+def _compare(kw: Backend, path: str, baseline: str, kernel: str | None) -> Comparison:
+    """Read both exports, then diagnose with a baseline through the core: what POST /diagnose and the CLI call."""
+    limit = kw.settings.max_upload_bytes
+    data, name = _read_export(path, limit)
+    base, base_name = _read_export(baseline, limit)
+    resp = kw.core.diagnose(data=data, filename=name, baseline=base, baseline_filename=base_name, kernel=kernel)
+    assert isinstance(resp, Comparison)
     return resp
 
 

@@ -168,6 +168,7 @@ async def diagnose_upload(
     file: Annotated[UploadFile | None, File(description="Nsight Compute export: raw/details CSV, JSON or .ncu-rep")] = None,
     text: Annotated[str, Form(description="or pasted ncu output / rule messages")] = "",
     k: Annotated[int, Form()] = 5,
+    source: Annotated[UploadFile | None, File(description="the same report's --page source --csv export: hotspots")] = None,
 ) -> HTMLResponse:
     """Diagnose an upload (or pasted text) with ``diagnose_request``, what ``POST /diagnose`` calls, and show it."""
     import asyncio
@@ -182,16 +183,39 @@ async def diagnose_upload(
             if not data:
                 raise BadInput("the uploaded file is empty", hint="choose an export from `ncu --page raw --csv`")
             kwargs: dict[str, Any] = {"data": data, "filename": filename}
+            if source is not None and source.filename:
+                kwargs["source"] = await source.read(settings.max_upload_bytes + 1)
         elif text.strip():
             kwargs = {"text": text}
         else:
             raise BadInput("choose an NCU export or paste ncu output", hint="export with `ncu --page raw --csv`")
         result = await asyncio.to_thread(lambda: state.diagnose(k=k, searcher=searcher, **kwargs))
+        assert isinstance(result, DiagnoseResponse)  # no baseline here: a diagnosis, never a comparison
     except KwikiError as exc:
         return _render(request, "diagnose.html", exc.status, result=None, error=_error(exc), filename=filename,
                        text=text, indexed=searcher is not None)
+    charts = await asyncio.to_thread(_timeline_charts, result)
     return _render(request, "diagnose.html", result=result, error=None, filename=filename or "pasted text", text=text,
-                   indexed=searcher is not None, reading=_reading_list(result))
+                   indexed=searcher is not None, reading=_reading_list(result), charts=charts)
+
+
+MAX_CHARTS = 3  # PNG timelines drawn per page (each takes ~0.3 s with matplotlib)
+
+
+def _timeline_charts(result: Any) -> dict[str, str]:
+    """launch id -> a base64 PNG of its PM-sampling timeline; empty when matplotlib is not installed."""
+    import base64
+    import io
+
+    from kwiki.profiling.timeline import plot
+
+    out: dict[str, str] = {}
+    for launch in [d for d in getattr(result, "launches", []) if d.timeline is not None][:MAX_CHARTS]:
+        buf = io.BytesIO()
+        if not plot(launch.timeline, buf):
+            break
+        out[launch.launch_id] = base64.b64encode(buf.getvalue()).decode()
+    return out
 
 
 def _reading_list(result: DiagnoseResponse, limit: int = 8) -> list[PageRef]:

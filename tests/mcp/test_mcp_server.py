@@ -20,6 +20,7 @@ pytestmark = pytest.mark.slow
 from ..conftest import DATA, free_port  # noqa: E402
 
 TAIL_Q = "most SMs sit idle during the last wave of my GEMM"  # a tail-effect symptom that names no pattern
+VERIFY = Path(__file__).resolve().parents[2] / "profiling" / "fixtures" / "verify"
 NCU = DATA / "ncu"
 #: an NCU Launch Statistics rule message, as an agent would paste it
 SMALL_GRID_RULE = "The kernel launch execute only 32 blocks, which is less than the GPU's 132 multiprocessors."
@@ -63,6 +64,9 @@ def stdio_session(corpus_index, tmp_path_factory) -> dict:
             out["diag_text"] = await c.call_tool("diagnose", {"text": SMALL_GRID_RULE})
             out["diag_two"] = await c.call_tool("diagnose", {"text": "x", "path": "y"})
             out["signals"] = await c.call_tool("list_signals", {})
+            out["compare"] = await c.call_tool("compare", {"path": str(VERIFY / "tail_effect-fixed.raw.csv.gz"),
+                                                           "baseline": str(VERIFY / "tail_effect-bad.raw.csv.gz")})
+            out["diag_gemm"] = await c.call_tool("diagnose", {"path": str(VERIFY / "torch-gemm_bf16.raw.csv.gz")})
 
     anyio.run(scenario)
     return out
@@ -83,7 +87,7 @@ def _err(result) -> str:
 
 def test_tools_are_listed_with_descriptions_and_schemas(stdio_session):
     tools = {t.name: t for t in stdio_session["tools"]}
-    assert set(tools) == {"search", "get_page", "diagnose", "list_signals"}
+    assert set(tools) == {"search", "get_page", "diagnose", "compare", "list_signals"}
     for t in tools.values():
         assert t.description and len(t.description) > 60, t.name
         assert t.input_schema["type"] == "object"
@@ -157,6 +161,23 @@ def test_diagnose_metrics_and_text(stdio_session):
     assert "exactly one of" in _err(stdio_session["diag_two"])
 
 
+def test_compare_a_candidate_with_its_parent_as_post_diagnose_does(stdio_session, http):
+    doc = _ok(stdio_session["compare"])
+    assert doc["verdict"] == "improved" and 1.4 < doc["speedup"] < 1.5 and "noise band" in doc["rule"]
+    (k,) = doc["kernels"]
+    assert k["resolved"] == ["tail-effect"] and any(d.startswith("SM throughput %") for d in k["deltas"])
+    with open(VERIFY / "tail_effect-fixed.raw.csv.gz", "rb") as after, open(VERIFY / "tail_effect-bad.raw.csv.gz", "rb") as before:
+        api = http.post("/diagnose", files={"file": ("tail_effect-fixed.raw.csv.gz", after), "baseline": ("tail_effect-bad.raw.csv.gz", before)}).json()
+    assert api["speedup"] == doc["speedup"] and [s["signal"] for s in api["kernels"][0]["resolved"]] == k["resolved"]
+
+
+def test_diagnose_says_speed_of_light_and_the_next_command(stdio_session):
+    launch = _ok(stdio_session["diag_gemm"])["launches"][0]
+    assert launch["verdict"].startswith("speed-of-light:") and launch["signals"][0]["signal"] == "speed-of-light"
+    assert any(s["by_design"] for s in launch["signals"]) and launch["checks"][0].startswith("warning clocks")
+    assert launch["next_step"].startswith("ncu --clock-control none --section SpeedOfLight")
+
+
 def test_list_signals_as_get_signals(stdio_session, http):
     signals = {s["id"]: s for s in _ok(stdio_session["signals"])["signals"]}
     assert "pattern-tail-effect" in signals["tail-effect"]["patterns"]
@@ -189,7 +210,7 @@ def test_streamable_http_on_loopback(corpus_index, tmp_path):
                 out["search"] = await c.call_tool("search", {"query": TAIL_Q, "k": 3})
 
         anyio.run(scenario)
-        assert out["tools"] == {"search", "get_page", "diagnose", "list_signals"}
+        assert out["tools"] == {"search", "get_page", "diagnose", "compare", "list_signals"}
         assert _ok(out["search"])["hits"][0]["id"] == "pattern-tail-effect"
     finally:
         proc.terminate()

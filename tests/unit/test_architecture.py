@@ -93,7 +93,7 @@ def test_the_graph_reader_sees_lazy_and_relative_imports(tmp_path):
 
 #: service modules by surface; every surface may use the core (core, diagnosis) and nothing of another surface
 SURFACES = {"http": {"app", "diagnose_api", "ledger_api", "limits"}, "web": {"web"},
-            "cli": {"cli", "cli_common", "cli_ledger", "mcp_cli"}, "mcp": {"mcp_server", "compact"}}
+            "cli": {"cli", "cli_common", "cli_ledger", "cli_profile", "mcp_cli"}, "mcp": {"mcp_server", "compact"}}
 CORE = {"core", "diagnosis"}
 #: a surface that starts another, and nothing more: `kwiki serve` -> create_app, `kwiki mcp` -> mcp_server.serve,
 #: and the HTTP app mounting the search page's routes

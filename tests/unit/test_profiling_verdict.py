@@ -142,3 +142,9 @@ def test_several_launches_of_one_kernel_are_checked_for_a_warm_up():
     durs = [d.key_metrics["duration"] for d in r.launches]
     assert len(durs) == 3 and not program_checks({"k": durs})
     assert all(c.check != "warm-up" for d in r.launches for c in d.verdict.checks)
+
+
+def test_healthy_gemm_from_its_details_page_is_at_the_speed_of_light_too():
+    d = diag("torch-gemm_bf16.details.csv.gz").launches[0]
+    assert d.top == "speed-of-light" and d.verdict.status == "speed-of-light"
+    assert [s.signal for s in d.signals if s.by_design] == ["occupancy-registers"]

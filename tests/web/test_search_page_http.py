@@ -66,3 +66,23 @@ def test_page_view_lists_the_questions_the_page_answers(http):
     assert len(doc["questions"]) >= 5
     section = html.split('id="questions"', 1)[1].split("</section>", 1)[0]
     assert section.count("<li>") == len(doc["questions"])
+
+
+def test_diagnose_page_shows_verdict_timeline_hotspots_and_next_step(http):
+    import importlib.util
+    from pathlib import Path
+
+    verify = Path(__file__).resolve().parents[2] / "profiling" / "fixtures" / "verify"
+    files = {"file": ("tail_effect-bad.rawinst.csv.gz", (verify / "tail_effect-bad.rawinst.csv.gz").read_bytes()),
+             "source": ("tail_effect-bad.source.csv.gz", (verify / "tail_effect-bad.source.csv.gz").read_bytes())}
+    r = http.post("/ui/diagnose", files=files)
+    assert r.status_code == 200, r.text[:500]
+    assert 'data-status="limited"' in r.text and 'data-signal="tail-effect"' in r.text
+    assert 'class="sparkline"' in r.text and "last 33% of the run" in r.text
+    assert 'id="hotspots"' in r.text and "tail_effect.cu:130" in r.text
+    assert "--section PmSampling --section PmSampling_WarpStates" in r.text
+    assert ('class="timeline-chart"' in r.text) == (importlib.util.find_spec("matplotlib") is not None)
+    gemm = http.post("/ui/diagnose", files={"file": ("g.raw.csv.gz", (verify / "torch-gemm_bf16.raw.csv.gz").read_bytes())})
+    assert 'data-status="speed-of-light"' in gemm.text and "check-clocks" in gemm.text
+    model = http.post("/ui/diagnose", files={"file": ("m.raw.csv.gz", (verify / "torch-model.raw.csv.gz").read_bytes())})
+    assert 'id="kernel-shares"' in model.text and "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_bias_TNT" in model.text
