@@ -24,6 +24,7 @@ from kwiki.profiling.compare import Comparison, compare_bytes, comparison_eviden
 from kwiki.profiling.diagnose import DiagnoseResponse, PageRef, diagnose_bytes, diagnose_metrics, diagnose_text
 from kwiki.profiling.hotspots import parse_source_page
 from kwiki.profiling.signals import load_signals
+from kwiki.settings import MAX_UPLOAD_BYTES
 
 #: The strongest signals of a launch get pages; the weaker ones are listed with their pattern ids only.
 TOP_SIGNALS_WITH_PAGES = 3
@@ -88,7 +89,8 @@ def attach_pages(resp: DiagnoseResponse, pages: SignalPages, k: int) -> None:
 
 
 def diagnose_request(*, data: bytes | None = None, filename: str = "", metrics: dict[str, Any] | None = None,
-                     text: str | None = None, searcher: Searcher | None = None, k: int = 5, max_bytes: int,
+                     text: str | None = None, searcher: Searcher | None = None, k: int = 5,
+                     max_bytes: int = MAX_UPLOAD_BYTES,
                      pages: SignalPages | None = None, baseline: bytes | None = None, baseline_filename: str = "",
                      kernel: str | None = None, source: bytes | None = None) -> DiagnoseResponse | Comparison:
     """The one diagnose path for HTTP, the web page, CLI and MCP: exactly one of data/metrics/text; with
