@@ -64,6 +64,7 @@ def run_eval(suites: list[str], methods: list[str], index_base: Path, *, threads
         if not root.is_dir():
             raise BadRequest(f"corpus for suite '{suite}' not found at {root}", hint="pass --kernelwiki PATH")
     embedder = Embedder(threads=threads, adapter=adapter)
+    base_embedder: Embedder | None = None
     results: dict[str, Any] = {}
     for suite in suites:
         name, root = SUITE_ROOTS[suite]
@@ -71,8 +72,12 @@ def run_eval(suites: list[str], methods: list[str], index_base: Path, *, threads
             root = kernelwiki
         questions = [q for q in load_suite(suite) if not splits or q.split in splits]
         searcher = suite_index(suite, root, name, index_base, threads, embedder)
+        base = None  # the naive fusion always embeds with the published model
+        if adapter and "naive-fusion" in methods:
+            base_embedder = base_embedder or Embedder(threads=threads)
+            base = suite_index(suite, root, name, index_base, threads, base_embedder)
         res = evaluate(searcher, questions, methods, progress=(lambda: progress(suite, len(questions) * len(methods))) if progress else None,
-                       params=params)
+                       params=params, base_searcher=base)
         res["manifest"] = searcher.manifest.model_dump()
         if SHIPPED in methods:
             test = [q for q in questions if q.split == "test"]

@@ -47,21 +47,24 @@ METHODS: dict[str, SearchOptions | None] = {
     "hybrid-no-typos": SearchOptions(typos=False),
     "hybrid-no-clauses": SearchOptions(clauses=False),
     "hybrid-no-questions": SearchOptions(questions=False),
+    "hybrid-no-page-lists": SearchOptions(page_lists=False),
 }
 SHIPPED = "hybrid"
 
 
 def run_method(searcher: Searcher, questions: list[Question], method: str, corpus: str | None = None,
                progress: Callable[[], None] | None = None, params: RankingParams | None = None,
-               ) -> dict[str, dict[str, float]]:
+               base_searcher: Searcher | None = None) -> dict[str, dict[str, float]]:
     """qid -> {page id: score} for one method (page ids, not corpus-qualified keys); ``params`` replace the
-    searcher's ranking numbers (``kwiki eval --set``)."""
+    searcher's ranking numbers (``kwiki eval --set``); ``base_searcher`` is the same corpus indexed with the base
+    model, for the naive fusion (None: ``searcher``)."""
     options = METHODS[method]
     run: dict[str, dict[str, float]] = {}
     baseline: KeywordBaseline | NaiveFusion | None = None
     if method == "naive-fusion":
-        pages = {k: p for k, p in searcher.pages.items() if corpus is None or p.corpus == corpus}
-        baseline = NaiveFusion(pages, searcher.vindex.matrix, searcher.chunk_page, searcher._embedder().encode)
+        base = base_searcher or searcher  # the published model, whatever adapter the shipped index uses
+        pages = {k: p for k, p in base.pages.items() if corpus is None or p.corpus == corpus}
+        baseline = NaiveFusion(pages, base.vindex.matrix, base.chunk_page, base._embedder().encode)
     elif options is None:
         # The corpus' data/aliases.yaml as ingested, in file order: KernelWiki's tool knows no page aliases.
         aliases: dict[str, list[str]] = {}
@@ -111,11 +114,12 @@ def aggregate(questions: list[Question], per_q: dict[str, dict[str, float]]) -> 
 
 
 def evaluate(searcher: Searcher, questions: list[Question], methods: list[str], corpus: str | None = None,
-             progress: Callable[[], None] | None = None, params: RankingParams | None = None) -> dict[str, Any]:
+             progress: Callable[[], None] | None = None, params: RankingParams | None = None,
+             base_searcher: Searcher | None = None) -> dict[str, Any]:
     """Scores of every method, overall and per category, plus per-question detail for the shipped one."""
     out: dict[str, Any] = {"overall": {}, "per_question": {}, "runs": {}}
     for method in methods:
-        run = run_method(searcher, questions, method, corpus, progress, params)
+        run = run_method(searcher, questions, method, corpus, progress, params, base_searcher)
         per_q = score(questions, run)
         out["overall"][method] = aggregate(questions, per_q)
         out["per_question"][method] = per_q

@@ -98,6 +98,56 @@ def _write(path: Path, docs) -> None:
     writer.wait_merging_threads()
 
 
+#: Fields of the page-level index: what every KernelWiki-format page has, searched without boosts.
+PAGE_FIELDS = ("title", "tags", "body")
+
+
+def page_schema() -> tantivy.Schema:
+    sb = tantivy.SchemaBuilder()
+    sb.add_integer_field("row", stored=True, indexed=False, fast=False)
+    for name in PAGE_FIELDS:
+        sb.add_text_field(name, stored=False, tokenizer_name=PROSE)
+    sb.add_text_field("filters", stored=False, tokenizer_name="raw")
+    return sb.build()
+
+
+def write_pages(path: Path, pages: dict[str, Page]) -> None:
+    """The page index: one document per page (``row`` = position in ``pages``), its title, tag fields and whole
+    body, so a short page and a long one compete as pages, not as chunks."""
+    path.mkdir(parents=True)
+    index = tantivy.Index(page_schema(), path=str(path))
+    register(index)
+    writer = index.writer(heap_size=128_000_000, num_threads=1)
+    for row, page in enumerate(pages.values()):
+        writer.add_document(tantivy.Document(row=row, title=f"{page.title} {' '.join(page.aliases)}",
+                                             tags=facet_text(page), body=page.body, filters=filter_terms(page)))
+    writer.commit()
+    writer.wait_merging_threads()
+
+
+class PageIndex:
+    """Plain BM25 over whole pages (``write_pages``): every query word once, in any of the fields."""
+
+    def __init__(self, path: Path) -> None:
+        self.index = tantivy.Index.open(str(path))
+        register(self.index)
+        self.schema = self.index.schema
+        self.searcher = self.index.searcher()
+
+    def search(self, terms: list[str], must_filters: list[list[str]], limit: int) -> list[tuple[int, float]]:
+        """(page row, score) best first."""
+        should = [(tantivy.Occur.Should, tantivy.Query.term_query(self.schema, name, term))
+                  for term in dict.fromkeys(terms) for name in PAGE_FIELDS]
+        if not should:
+            return []
+        clauses = [(tantivy.Occur.Must, tantivy.Query.boolean_query(should))]
+        for alternatives in must_filters:
+            ors = [(tantivy.Occur.Should, tantivy.Query.term_query(self.schema, "filters", t)) for t in alternatives]
+            clauses.append((tantivy.Occur.Must, tantivy.Query.boolean_query(ors)))
+        hits = self.searcher.search(tantivy.Query.boolean_query(clauses), limit).hits
+        return [(self.searcher.doc(addr)["row"][0], score) for score, addr in hits]
+
+
 def write(path: Path, pages: dict[str, Page], chunks: list[Chunk]) -> None:
     """The chunk index: one document per chunk, ``row`` = position in the chunk list."""
     _write(path, (_document(pages[c.page_key], row, " ".join(c.heading_path), c.text) for row, c in enumerate(chunks)))

@@ -28,7 +28,7 @@ import numpy as np
 from kwiki import __version__
 from kwiki.errors import BadRequest, BuildLocked
 from kwiki.ingest import chunking, corpus
-from kwiki.ingest.corpus import CorpusRoot, IngestResult, chunk_page, read_corpora
+from kwiki.ingest.corpus import CorpusRoot, IngestResult, chunk_page, read_corpora, shown_path, walk_tree
 from kwiki.ingest.models import Chunk, IngestReport, Page, PageSource, Problem
 from kwiki.settings import EMBED_THREADS, MAX_PAGE_BYTES
 
@@ -99,15 +99,16 @@ def source_hash(roots: list[CorpusRoot], extra: str = "") -> str:
             folder = base / top
             if not folder.is_dir():
                 continue
-            for dirpath, dirnames, filenames in os.walk(folder, followlinks=False):
-                dirnames.sort()
-                for name in sorted(filenames):
+            skipped: list[str] = []  # bad names and too-deep folders count in the hash by their printable name
+            for dirpath, dirnames, filenames in walk_tree(folder, lambda p, why: skipped.append(shown_path(p))):
+                for name in filenames:
                     path = Path(dirpath) / name
                     try:
                         digest = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else "-"
                     except OSError:
                         digest = "unreadable"
                     h.update(f"{root.name}\0{path.relative_to(base)}\0{digest}\n".encode())
+            h.update("\0".join(skipped).encode())
     return h.hexdigest()
 
 
@@ -271,9 +272,10 @@ def build_index(
         tmp.mkdir()
 
         bm25.write(tmp / "bm25", pages, chunks)
+        bm25.write_pages(tmp / "bm25-pages", pages)
 
         cache = vectors.EmbeddingCache(Path(cache_dir) if cache_dir else index_dir / "cache", model)
-        sentence_rows, sentence_texts = curated_sentences(pages, chunks)
+        sentence_rows, sentence_texts = curated_sentences(pages, chunks, result.report)
         question_pages, question_texts = page_questions(pages, chunks)
         sentence_keys = [sentence_key(t) for t in sentence_texts + question_texts]
         todo = {c.content_hash: embed_text(pages[c.page_key].title, c.heading_path, c.text) for c in chunks}
@@ -315,10 +317,29 @@ def build_index(
         return BuildResult(path=final, manifest=manifest, report=result.report)
 
 
-def curated_sentences(pages: dict[str, Page], chunks: list[Chunk]) -> tuple[list[int], list[str]]:
-    """(chunk row, sentence) of every sentence of the curated pages, as two lists (``vectors.write_sentences``)."""
-    pairs = [(row, text) for row, c in enumerate(chunks) if pages[c.page_key].type in chunking.SENTENCE_TYPES
-             for text in chunking.sentences(c.text, chunking.SENTENCE_MIN_WORDS)]
+#: Sentence vectors per page (a long curated page has a few hundred); a page with more is reported, the rest left out.
+MAX_SENTENCES_PER_PAGE = 2000
+
+
+def curated_sentences(pages: dict[str, Page], chunks: list[Chunk],
+                      report: IngestReport | None = None) -> tuple[list[int], list[str]]:
+    """(chunk row, sentence) of every sentence of the curated pages, as two lists (``vectors.write_sentences``);
+    at most :data:`MAX_SENTENCES_PER_PAGE` per page, a page over it reported in ``report``."""
+    pairs: list[tuple[int, str]] = []
+    per_page: dict[str, int] = {}
+    for row, c in enumerate(chunks):
+        if pages[c.page_key].type not in chunking.SENTENCE_TYPES:
+            continue
+        for text in chunking.sentences(c.text, chunking.SENTENCE_MIN_WORDS):
+            n = per_page[c.page_key] = per_page.get(c.page_key, 0) + 1
+            if n <= MAX_SENTENCES_PER_PAGE:
+                pairs.append((row, text))
+    for key, n in per_page.items():
+        if n > MAX_SENTENCES_PER_PAGE and report is not None:
+            page = pages[key]
+            report.warnings.append(Problem(corpus=page.corpus, path=page.path, reason=(
+                f"page has {n} sentences, over the {MAX_SENTENCES_PER_PAGE}-sentence page limit; "
+                f"the first {MAX_SENTENCES_PER_PAGE} get vectors")))
     return [r for r, _ in pairs], [t for _, t in pairs]
 
 

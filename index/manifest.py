@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 
 from kwiki.errors import IndexIncompatible, IndexMissing
 
-SCHEMA_VERSION = 5  # 4: a sentence-vector table beside the chunk vectors; 5: pages' questions (BM25 field, vectors)
+SCHEMA_VERSION = 6  # 4: sentence-vector table; 5: pages' questions (BM25 field, vectors); 6: page-level BM25 index
 MANIFEST = "manifest.json"
 
 

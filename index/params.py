@@ -87,6 +87,16 @@ class RankingParams(BaseModel):
     related_lift: float = Field(0.2, ge=0, description="A leading page multiplies the scores of its related pages by "
                                 "1 + this (a related page the query does not touch stays out)")
 
+    # ---- blend with page-level rankings
+    blend_k: int = Field(60, ge=1, description="Reciprocal rank fusion constant of the final blend (Cormack et al.'s "
+                         "60): ranks are fused, not scores, so lists on different scales need no normalization")
+    blend_ranking: float = Field(1.0, ge=0, description="RRF weight of the ranking the stages above produced")
+    blend_page_bm25: float = Field(0.5, ge=0, description="RRF weight of plain BM25 over whole pages: "
+                                   "a question asking for a source by what it is finds it by its words")
+    blend_page_vector: float = Field(0.25, ge=0, description="RRF weight of each page's best chunk cosine")
+    blend_keep_routed: bool = Field(True, description="Pages NCU signals were routed to keep their place through the "
+                                    "blend: the metric catalog's mapping is sharper evidence than shared words")
+
     def with_overrides(self, raw: dict[str, str]) -> "RankingParams":
         """A copy with fields set from strings (``--set NAME=VALUE``; JSON for tables: ``type_prior={"source-pr":1}``).
         Unknown names and bad values are a ``BadRequest`` that names the fields."""

@@ -1,4 +1,4 @@
-"""Search as a declared pipeline: plan -> retrieve (BM25, vectors) -> fuse -> page scores -> ranking stages.
+"""Search as a declared pipeline: plan -> retrieve (BM25, vectors) -> fuse -> page scores -> ranking stages -> blend.
 
 ``Searcher.search`` makes a :class:`Plan`, runs :data:`STAGES` in order over one :class:`Candidates`, and presents
 the top pages. Each stage is a function ``stage(plan, candidates, params, index)`` that reads the plan and the
@@ -7,7 +7,7 @@ numbers of :class:`~kwiki.index.params.RankingParams` and fills or rescales the 
 (``tests/unit/test_pipeline.py``) and switched off by :class:`SearchOptions` for ablations.
 
     >>> [s.__name__ for s in STAGES]
-    ['retrieve_bm25', 'retrieve_vectors', 'fuse', 'roll_up', 'apply_priors', 'route_signals', 'lift_links']
+    ['retrieve_bm25', 'retrieve_vectors', 'fuse', 'roll_up', 'apply_priors', 'route_signals', 'lift_links', 'blend_pages']
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 
 from . import ranking
-from .fusion import convex, rollup
+from .fusion import convex, rollup, rrf
 from .params import RankingParams
 from .query import QueryPlan, norm_phrase
 
@@ -40,6 +40,7 @@ class SearchOptions:
     typos: bool = True  # a query word the index never saw also searches the indexed word one edit away
     clauses: bool = True  # a long query is embedded clause by clause
     questions: bool = True  # match the questions pages list (``questions:``), by BM25 and by vector
+    page_lists: bool = True  # blend in whole-page BM25 and best-chunk cosine rankings (``blend_pages``)
 
 
 @dataclass
@@ -172,5 +173,42 @@ def lift_links(plan: Plan, c: Candidates, params: RankingParams, index: "Searche
         c.priors.setdefault(key, 1.0)
 
 
+# ------------------------------------------------------------------------------------------------ blend
+def blend_pages(plan: Plan, c: Candidates, params: RankingParams, index: "Searcher") -> None:
+    """Reciprocal rank fusion of the ranking so far with two page-level rankings that need nothing but the
+    pages: plain BM25 over whole pages (title, tag fields, body) and each page's best chunk cosine. The stages
+    above read fields a curated corpus has (listed questions, ``ncu_signals``, links, types); a page-level
+    view keeps a user's own checkout, and questions that ask for a source by what it is, from resting on them."""
+    if not plan.options.page_lists or not c.pages:
+        return
+    before = [key for key, _ in sorted(c.pages.items(), key=index.rank_order)]
+    lists = [before]
+    weights = [params.blend_ranking]
+    if plan.options.bm25 and params.blend_page_bm25 > 0:
+        rows = index.page_bm25.search(plan.query.prose, plan.query.bm25.must_filters, params.candidates)
+        lists.append([index.page_keys[r] for r, _ in rows])
+        weights.append(params.blend_page_bm25)
+    if plan.vector is not None and params.blend_page_vector > 0:
+        rows = index.vindex.page_max(plan.vector, index.page_index, len(index.page_keys),
+                                     plan.mask[1] if plan.mask else None, params.candidates)
+        lists.append([index.page_keys[r] for r, _ in rows])
+        weights.append(params.blend_page_vector)
+    if len(lists) == 1:
+        return
+    fused = rrf(lists, k=params.blend_k, weights=weights)
+    if c.routed and params.blend_keep_routed:
+        # pages an NCU signal was routed to keep the place routing gave them (the catalog's mapping is sharper
+        # evidence than shared words); the other pages are blended around them
+        pinned = {i: key for i, key in enumerate(before) if key in c.routed}
+        rest = [key for key, _ in sorted(fused.items(), key=lambda x: (-x[1], index.pages[x[0]].path))
+                if key not in c.routed]
+        order = [pinned[i] if i in pinned else rest.pop(0) for i in range(len(pinned) + len(rest))]
+        fused = {key: 1.0 / (1 + i) for i, key in enumerate(order)}
+    c.pages = fused
+    for key in c.pages:
+        c.priors.setdefault(key, 1.0)
+
+
 Stage = Callable[[Plan, Candidates, RankingParams, "Searcher"], None]
-STAGES: tuple[Stage, ...] = (retrieve_bm25, retrieve_vectors, fuse, roll_up, apply_priors, route_signals, lift_links)
+STAGES: tuple[Stage, ...] = (retrieve_bm25, retrieve_vectors, fuse, roll_up, apply_priors, route_signals, lift_links,
+                             blend_pages)

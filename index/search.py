@@ -17,11 +17,11 @@ from typing import Any
 
 import numpy as np
 
-from kwiki.errors import BadRequest, IndexMissing, PageNotFound
+from kwiki.errors import BadRequest, IndexIncompatible, IndexMissing, PageNotFound
 from kwiki.ingest.models import Page
 
 from . import vectors
-from .bm25 import BM25Index
+from .bm25 import BM25Index, PageIndex
 from .build import current_build
 from .manifest import Manifest, read_manifest
 from .params import RankingParams
@@ -42,6 +42,7 @@ class Searcher:
     chunk_page: list[str]
     chunk_rows: list[dict[str, Any]]
     bm25: BM25Index
+    page_bm25: PageIndex  # whole pages, one document each (rows in ``pages`` order)
     vindex: vectors.VectorIndex
     aliases: AliasTable
     artifacts: dict[str, dict[str, Any]]
@@ -116,9 +117,12 @@ class Searcher:
                 aliases.add(slug, p.aliases)
             arch_vocab |= {a.lower().replace("_", "") for a in p.facet("architectures")}
         artifacts = {a["id"]: a for a in json.loads((build / "artifacts.json").read_text())}
+        if embedder is not None and embedder.model_id != manifest.model:
+            raise IndexIncompatible(f"index at {build} was embedded with {manifest.model}, not {embedder.model_id}",
+                                    hint="rebuild with `kwiki ingest`, or set KWIKI_EMBED_ADAPTER to the build's adapter")
         return cls(
             path=build, manifest=manifest, pages=pages, chunk_ids=ids, chunk_page=[r["page_key"] for r in rows],
-            chunk_rows=rows, bm25=BM25Index(build / "bm25"),
+            chunk_rows=rows, bm25=BM25Index(build / "bm25"), page_bm25=PageIndex(build / "bm25-pages"),
             vindex=vectors.VectorIndex(matrix, sentence_matrix, sentence_rows, sentence_texts, is_question), aliases=aliases,
             artifacts=artifacts, arch_vocab=arch_vocab, embedder=embedder, threads=threads,
             corpus_aliases={name: v.get("aliases", {}) for name, v in vocab.items()},

@@ -318,6 +318,22 @@ class VectorIndex:
         top = top[np.argsort(-scores[top])]
         return [(int(i), float(scores[i])) for i in top if np.isfinite(scores[i])]
 
+    def page_max(self, query: np.ndarray, pages: np.ndarray, n_pages: int, mask: np.ndarray | None,
+                 limit: int) -> list[tuple[int, float]]:
+        """(page number, best chunk cosine) best first: each page scored by its closest chunk alone, with no
+        sentences or clauses (``pages``: page number of each chunk row)."""
+        if self.matrix.shape[0] == 0:
+            return []
+        cos = self.matrix @ query.astype(np.float32)
+        if mask is not None:
+            cos = np.where(mask, cos, -np.inf)
+        best = np.full(n_pages, -np.inf, dtype=np.float32)
+        np.maximum.at(best, pages, cos)
+        limit = min(limit, n_pages)
+        top = np.argpartition(-best, limit - 1)[:limit]
+        top = top[np.argsort(-best[top], kind="stable")]
+        return [(int(i), float(best[i])) for i in top if np.isfinite(best[i])]
+
     def _margins(self, ids: np.ndarray | slice, params: RankingParams, sentences: bool, questions: bool) -> np.ndarray:
         """What each of the rows ``ids`` gives up to stand for its chunk; +inf for a kind switched off."""
         kind = self.is_question[ids]

@@ -17,13 +17,13 @@ import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from kwiki.settings import MAX_PAGE_BYTES
 
 from .chunking import split_sections
 from .frontmatter import FrontmatterError, as_list, parse_yaml, split_frontmatter
-from .models import FACETS, Artifact, Chunk, IngestReport, Page, Problem, Provenance
+from .models import FACETS, Artifact, Chunk, IngestReport, Page, Problem, Provenance, id_problem
 
 #: Folder under wiki/ -> page type; sources/<folder> -> "source-<singular>".
 WIKI_TYPES = {
@@ -36,6 +36,14 @@ WIKI_TYPES = {
     "ncu": "ncu",
 }
 _SLUG = re.compile(r"[^a-z0-9]+")
+#: Folder levels read below a top folder (KernelWiki goes 4 deep). os.walk recursed and died at ~1,000 levels;
+#: deeper folders are skipped and reported.
+MAX_FOLDER_DEPTH = 32
+#: ``data/tags.yaml`` and ``data/aliases.yaml`` are a few KiB; a larger one is skipped and reported.
+MAX_VOCABULARY_BYTES = 1024 * 1024
+#: Chunks indexed per page (KernelWiki's longest page has well under 100); the rest of a longer page is reported
+#: and left out, like a page over the size limit.
+MAX_CHUNKS_PER_PAGE = 1000
 
 
 @dataclass
@@ -91,6 +99,56 @@ def derived_id(rel: Path) -> str:
     return _SLUG.sub("-", str(rel.with_suffix("")).lower()).strip("-")
 
 
+def shown_path(path: Path | str) -> str:
+    """A path as text that can always be printed and stored: bytes that are not UTF-8 become ``\\xNN``."""
+    return os.fsencode(path).decode("utf-8", errors="backslashreplace")
+
+
+def walk_tree(base: Path, skip: Callable[[Path, str], None]) -> Iterator[tuple[Path, list[str], list[str]]]:
+    """``os.walk(base, followlinks=False)`` in sorted order, without recursion and never failing.
+
+    Yields ``(folder, dirnames, filenames)``; the caller may remove names from ``dirnames`` to prune. A name
+    that is not valid UTF-8, a folder nested deeper than :data:`MAX_FOLDER_DEPTH` or a folder that cannot be
+    listed is passed to ``skip(path, reason)`` and left out.
+    """
+    stack: list[tuple[Path, int]] = [(base, 0)]
+    while stack:
+        folder, depth = stack.pop()
+        try:
+            with os.scandir(folder) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError as exc:
+            skip(folder, f"folder cannot be read: {exc.strerror or exc}")
+            continue
+        dirnames: list[str] = []
+        filenames: list[str] = []
+        for entry in entries:
+            try:
+                entry.name.encode("utf-8")
+            except UnicodeEncodeError:
+                skip(folder / entry.name, "file name is not valid UTF-8")
+                continue
+            try:
+                os.lstat(entry.path)  # a path over PATH_MAX fails here, not later in the caller
+            except OSError as exc:
+                skip(folder / entry.name, f"cannot be read: {exc.strerror or exc}")
+                continue
+            try:
+                is_dir = entry.is_dir()  # through a link, as os.walk sorts them; links are never descended
+            except OSError:  # a link loop: a file to the caller, which reports it
+                is_dir = False
+            (dirnames if is_dir else filenames).append(entry.name)
+        yield folder, dirnames, filenames
+        for name in reversed(dirnames):
+            child = folder / name
+            if child.is_symlink():
+                continue
+            if depth + 1 > MAX_FOLDER_DEPTH:
+                skip(child, f"folder nested deeper than {MAX_FOLDER_DEPTH} levels; not read")
+                continue
+            stack.append((child, depth + 1))
+
+
 def _read_text(path: Path, limit: int) -> str:
     if not path.is_file():  # a FIFO or device would block or stream forever
         raise ValueError("not a regular file")
@@ -119,8 +177,10 @@ def _walk(root: Path, report: IngestReport, corpus: str) -> list[Path]:
             continue
         if not base.is_dir():
             continue
-        for dirpath, dirnames, filenames in os.walk(base, followlinks=False):
-            dirnames.sort()
+        def skip(path: Path, reason: str) -> None:
+            report.skipped.append(Problem(corpus=corpus, path=shown_path(path.relative_to(root)), reason=reason))
+
+        for dirpath, dirnames, filenames in walk_tree(base, skip):
             for d in list(dirnames):
                 if (Path(dirpath) / d).is_symlink():
                     dirnames.remove(d)
@@ -135,29 +195,53 @@ def _walk(root: Path, report: IngestReport, corpus: str) -> list[Path]:
                     except (OSError, RuntimeError):  # a link loop: 3.11 raises RuntimeError, 3.13 OSError
                         report.skipped.append(Problem(corpus=corpus, path=str(rel), reason="symlink loop"))
                         continue
+                    if not target.exists():  # first: a dangling absolute link is missing, wherever it points
+                        report.skipped.append(Problem(corpus=corpus, path=str(rel), reason="symlink to a missing file"))
+                        continue
                     if not target.is_relative_to(real_root):
                         report.skipped.append(
                             Problem(corpus=corpus, path=str(rel), reason="symlink points outside the corpus root")
                         )
                         continue
                     if not target.is_file():
-                        report.skipped.append(Problem(corpus=corpus, path=str(rel), reason="symlink to a missing file"))
+                        report.skipped.append(Problem(corpus=corpus, path=str(rel), reason="symlink to something not a file"))
                         continue
                 files.append(path)
     return files
 
 
-def load_vocabulary(root: Path) -> Vocabulary:
+def load_vocabulary(root: Path, report: IngestReport | None = None, corpus: str = "") -> Vocabulary:
+    """``data/tags.yaml`` and ``data/aliases.yaml``: read only from inside the root, up to :data:`MAX_VOCABULARY_BYTES`.
+    A file that is skipped is reported in ``report`` (when given) with its reason."""
     vocab = Vocabulary()
+    real_root = root.resolve()
     for name, attr in (("tags.yaml", "tags"), ("aliases.yaml", "aliases")):
         path = root / "data" / name
-        if not path.is_file():
+
+        def skip(reason: str) -> None:
+            if report is not None:
+                report.skipped.append(Problem(corpus=corpus, path=f"data/{name}", reason=reason))
+
+        if not path.exists() and not path.is_symlink():
             continue
         try:
-            data = parse_yaml(path.read_text(encoding="utf-8")) or {}
-        except (OSError, UnicodeDecodeError, FrontmatterError):
+            real = path.resolve()
+            if not real.is_relative_to(real_root):
+                skip("symlink points outside the corpus root")
+                continue
+            if not real.is_file():
+                skip("not a regular file")
+                continue
+            size = real.stat().st_size
+            if size > MAX_VOCABULARY_BYTES:
+                skip(f"file is {size / 1e6:.1f} MB, over the {MAX_VOCABULARY_BYTES / 1e6:.0f} MB vocabulary limit")
+                continue
+            data = parse_yaml(real.read_text(encoding="utf-8")) or {}
+        except (OSError, RuntimeError, UnicodeDecodeError, FrontmatterError) as exc:
+            skip(str(exc) or type(exc).__name__)
             continue
         if not isinstance(data, dict):
+            skip(f"{name} is a {type(data).__name__}, not a mapping")
             continue
         if attr == "tags":
             vocab.tags = {str(k): set(as_list(v)) for k, v in data.items()}
@@ -185,6 +269,8 @@ def _make_page(meta: dict[str, Any], body: str, body_line: int, rel: Path, corpu
     if isinstance(meta.get("id"), (dict, list, set)):
         raise ValueError(f"id is a {type(meta['id']).__name__}, not a string")
     pid = str(meta.get("id") or "").strip() or derived_id(rel)
+    if why := id_problem(pid):
+        raise ValueError(why)
     title = meta.get("title")
     if not title:
         heading = re.search(r"^#\s+(.+)$", body, re.M)
@@ -306,7 +392,7 @@ def read_corpora(
             report.skipped.append(Problem(corpus=croot.name, path=str(croot.root), reason="corpus root is not a folder"))
             continue
         report.corpora[croot.name] = str(croot.root.resolve())
-        vocab[croot.name] = load_vocabulary(croot.root)
+        vocab[croot.name] = load_vocabulary(croot.root, report, croot.name)
         work += [(croot, p) for p in _walk(croot.root, report, croot.name)]
 
     for done, (croot, path) in enumerate(work, 1):
@@ -352,7 +438,15 @@ def read_corpora(
         pages.append(page)
 
     _link_artifacts(pages, artifacts)
-    chunks = [c for p in pages for c in chunk_page(p)]
+    chunks = []
+    for p in pages:
+        page_chunks = chunk_page(p)
+        if len(page_chunks) > MAX_CHUNKS_PER_PAGE:
+            report.warnings.append(Problem(corpus=p.corpus, path=p.path, reason=(
+                f"page has {len(page_chunks)} chunks, over the {MAX_CHUNKS_PER_PAGE}-chunk page limit; "
+                f"the first {MAX_CHUNKS_PER_PAGE} are indexed")))
+            page_chunks = page_chunks[:MAX_CHUNKS_PER_PAGE]
+        chunks += page_chunks
     _vocabulary_report(pages, vocab, report)
     types = Counter(p.type for p in pages)
     report.pages_by_type = dict(sorted(types.items()))

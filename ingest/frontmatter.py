@@ -21,6 +21,12 @@ MAX_ALIASES = 64
 MAX_DEPTH = 32
 #: Values a document may expand to once aliases are followed (a page header has a few dozen).
 MAX_NODES = 100_000
+#: YAML text parsed at all (KernelWiki's largest header is 7 KB, its largest PROVENANCE.yaml 22 KB): a 1.2M-item
+#: list took 60 s to parse before the node count could refuse it, so the size is checked before any node is built.
+MAX_YAML_CHARS = 256 * 1024
+#: Nodes composed, aliases not followed (the largest PROVENANCE.yaml has about 1,500): counted while parsing, so
+#: a long plain list stops early and is reported as long, not as a bomb.
+MAX_COMPOSED_NODES = 20_000
 
 
 class FrontmatterError(ValueError):
@@ -33,12 +39,17 @@ class _Loader(yaml.SafeLoader):
     def __init__(self, stream: str) -> None:
         super().__init__(stream)
         self._aliases = 0
+        self._nodes = 0
 
     def compose_node(self, parent, index):  # type: ignore[override]
         if self.check_event(yaml.AliasEvent):
             self._aliases += 1
             if self._aliases > MAX_ALIASES:
                 raise FrontmatterError(f"more than {MAX_ALIASES} YAML aliases (alias-expansion bomb?)")
+        else:
+            self._nodes += 1  # counted as composed, so a long plain list stops here and is not called a bomb
+            if self._nodes > MAX_COMPOSED_NODES:
+                raise FrontmatterError(f"YAML has more than {MAX_COMPOSED_NODES} values")
         return super().compose_node(parent, index)
 
 
@@ -90,6 +101,8 @@ def _check_shape(value: Any) -> None:
 
 def parse_yaml(text: str) -> Any:
     """Parse YAML with the guarded loader (also used for ``data/*.yaml`` and PROVENANCE files)."""
+    if len(text) > MAX_YAML_CHARS:
+        raise FrontmatterError(f"YAML is {len(text) // 1024} KiB, over the {MAX_YAML_CHARS // 1024} KiB limit")
     try:
         data = yaml.load(text, Loader=_Loader)  # noqa: S506 - _Loader is a SafeLoader
         _check_shape(data)

@@ -2,11 +2,34 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 FACETS = ("tags", "techniques", "hardware_features", "kernel_types", "languages", "architectures", "symptoms")
+#: The one id grammar, for declared and derived ids alike: a letter or digit, then letters, digits, '.', '_', '-'.
+#: No ':' (``corpus:id`` is how the index qualifies a key, so a page can never declare another corpus' id), no '/',
+#: no spaces or invisible characters: every id is a URL path segment /pages/{id} can serve.
+ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
+ID_MAX_CHARS = 200
+
+
+def id_problem(pid: str) -> str | None:
+    """Why ``pid`` is not a valid page id, or None when it is.
+
+    >>> id_problem("pattern-tail-effect") is None, id_problem("F:pattern-x"), id_problem("a b")[:24]
+    (True, "id 'F:pattern-x' names a corpus ('F:'): the corpus prefix is added by the index, never declared", "id 'a b' is not a valid ")
+    """
+    shown = repr(pid[:60] + ("..." if len(pid) > 60 else ""))
+    if ID_PATTERN.fullmatch(pid):
+        return None
+    if len(pid) > ID_MAX_CHARS:
+        return f"id {shown} is {len(pid)} characters, over the {ID_MAX_CHARS}-character limit"
+    if ":" in pid:
+        return f"id {shown} names a corpus ('{pid.partition(':')[0][:40]}:'): the corpus prefix is added by the index, never declared"
+    return (f"id {shown} is not a valid id: use letters, digits, '.', '_' and '-', starting with a letter or digit "
+            "(no spaces, '/', ':' or invisible characters)")
 
 
 class Provenance(BaseModel):

@@ -74,3 +74,15 @@ class IndexIncompatible(KwikiError):
 
 class Unavailable(KwikiError):
     status, code = 503, "unavailable"
+
+
+class RequestTimeout(KwikiError):
+    """A request ran past ``KWIKI_REQUEST_TIMEOUT_S`` (searches and diagnoses alike); the server stays up."""
+
+    status, code = 503, "timeout"
+
+
+class BuildDamaged(KwikiError):
+    """The build ``current`` points at cannot be opened (a file missing or corrupt); the previous one stays served."""
+
+    status, code = 409, "build_damaged"

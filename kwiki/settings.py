@@ -14,11 +14,12 @@ once, as constants, and used both as the field's default and as the functions' d
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import Field, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 #: The checkout root when kwiki runs from a source tree (editable install).
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -56,21 +57,44 @@ class Settings(BaseSettings):
         description="Where the ONNX export of the embedding model is kept (made once, in seconds)",
     )
     embed_adapter: str | None = Field(
-        default=None, description="Domain adapter folded into the embedding model (index/adapters/NAME.npz); "
-        "None or 'none': the base all-MiniLM-L6-v2. Part of the build's model id: a change rebuilds")
+        default="lora-r16-e3", description="Domain adapter folded into the embedding model (index/adapters/NAME.npz, "
+        "trained by evals/embedder/train.py); 'none': the base all-MiniLM-L6-v2. Part of the build's model id")
     max_query_chars: int = Field(default=2000, ge=16, description="Longer queries are refused (a pasted report fits)")
     max_k: int = Field(default=100, ge=1, description="Most pages one search may return")
     max_upload_bytes: int = Field(default=MAX_UPLOAD_BYTES, ge=1024, description="Larger request bodies get a 413")
     max_page_bytes: int = Field(default=MAX_PAGE_BYTES, ge=1024, description="Larger files are skipped at ingest")
     admin_token: str | None = Field(default=None, description="Enables state-changing endpoints when set")
-    cors_origins: list[str] = Field(default_factory=list, description="Browser origins allowed to call the API (none: same origin only)")
-    request_timeout_s: float = Field(default=10.0, gt=0, description="A search taking longer answers 503 timeout")
+    cors_origins: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="Origins allowed by CORS: a comma-separated list or a JSON list")
+    request_timeout_s: float = Field(default=10.0, gt=0, description="Deadline of a search or a diagnosis")
+    max_connections: int = Field(default=512, ge=1, description="Open connections served; one more gets 503 (kwiki serve)")
+    header_timeout_s: float = Field(default=10.0, gt=0, description="A connection with no whole request head by then is closed")
     ledger_dir: Path | None = Field(default=None, description="Candidate ledger workspace (default: <index_dir>/../ledger)")
 
     @field_validator("embed_adapter", mode="before")
     @classmethod
     def _no_adapter(cls, value: object) -> object:
         return None if isinstance(value, str) and value.strip().lower() in ("", "none") else value
+
+    @field_validator("cors_origins", mode="before")
+    @classmethod
+    def _origins(cls, value: object) -> object:
+        """``https://a.example,https://b.example`` or ``["https://a.example"]``; each must be an http(s) origin."""
+        if isinstance(value, str):
+            text = value.strip()
+            if text.startswith("["):
+                try:
+                    value = json.loads(text)
+                except ValueError:
+                    raise ValueError("KWIKI_CORS_ORIGINS is not a JSON list; give origins separated by commas, "
+                                     "e.g. https://a.example,https://b.example") from None
+            else:
+                value = [v.strip() for v in text.split(",") if v.strip()]
+        if isinstance(value, list):
+            for origin in value:
+                if not isinstance(origin, str) or not (origin == "*" or origin.startswith(("http://", "https://"))):
+                    raise ValueError(f"CORS origin {origin!r} is not an http(s) origin such as https://a.example")
+        return value
 
 
 def load_settings(**overrides: Any) -> Settings:

@@ -280,6 +280,7 @@ class Ledger:
         for key, c in cands.items():
             by_id.setdefault(c.id, []).append(key)
         for row in reader:
+            row = {k: csv_uncell(v) if isinstance(v, str) else v for k, v in row.items()}
             line = reader.line_num
             cid = (row.get("candidate_id") or "").strip()
             task = (row.get("task") or "").strip()
@@ -332,8 +333,8 @@ class Ledger:
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\n")
         for b in cand.benchmarks:
-            writer.writerow([cand.id, cand.task, b.shape, b.dtype, b.gpu, b.metric,
-                             "" if b.value is None else repr(b.value), "" if b.baseline is None else repr(b.baseline), b.unit])
+            writer.writerow([csv_cell(x) for x in (cand.id, cand.task, b.shape, b.dtype, b.gpu, b.metric)] +
+                            ["" if b.value is None else repr(b.value), "" if b.baseline is None else repr(b.baseline), csv_cell(b.unit)])
         header = (",".join(BENCH_COLUMNS) + "\n").encode()
         append_line(self.benchmark_path, buf.getvalue().encode("utf-8"), header=header)
 
@@ -347,6 +348,24 @@ class Ledger:
         while f"c{n:03d}" in taken:
             n += 1
         return f"c{n:03d}"
+
+
+#: A cell starting with one of these is a formula to a spreadsheet (``=cmd|' /C calc'!A0``).
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value: object) -> object:
+    """``value`` safe to open in a spreadsheet: text that would start a formula gets a leading ``'``.
+
+    >>> csv_cell("=cmd|' /C calc'!A0"), csv_cell("bf16"), csv_cell(None)
+    ("'=cmd|' /C calc'!A0", 'bf16', None)
+    """
+    return f"'{value}" if isinstance(value, str) and value.startswith(_FORMULA_START) else value
+
+
+def csv_uncell(text: str) -> str:
+    """The inverse of :func:`csv_cell` when the file is read back."""
+    return text[1:] if text.startswith("'") and text[1:2] and text[1] in _FORMULA_START else text
 
 
 def append_line(path: Path, data: bytes | Callable[[], bytes], header: bytes | None = None) -> None:

@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 from kwiki.errors import BadInput
 
 from .diagnose import DiagnoseResponse, LaunchDiagnosis, diagnose_parsed
-from .ncu_csv import MAX_BYTES, LaunchProfile, ParseResult, parse_bytes
+from .ncu_csv import MAX_BYTES, MAX_LAUNCHES, LaunchProfile, ParseResult, parse_bytes
 from .program import select_kernel
 from .timeline import attach_timelines
 
@@ -224,12 +224,13 @@ def _compare_kernel(kb: str, ka: str, how: str, b: _Side, a: _Side) -> KernelCom
 
 
 def compare_parsed(before: ParseResult, after: ParseResult, before_name: str = "before", after_name: str = "after",
-                   kernel: str | None = None) -> Comparison:
-    """Compare two parsed exports (optionally only the launches of ``kernel``); the after side is diagnosed in full."""
-    pb = select_kernel(before.profiles[:1000], kernel) if kernel else before.profiles[:1000]
-    pa = select_kernel(after.profiles[:1000], kernel) if kernel else after.profiles[:1000]
-    b = _Side(pb, diagnose_parsed(ParseResult(format=before.format, profiles=list(pb)), before_name))
-    a = _Side(pa, diagnose_parsed(ParseResult(format=after.format, profiles=list(pa)), after_name))
+                   kernel: str | None = None, deadline: float | None = None) -> Comparison:
+    """Compare two parsed exports (optionally only the launches of ``kernel``); the after side is diagnosed in full.
+    ``deadline`` (``time.monotonic()``) stops both diagnoses with a 503 ``timeout`` once passed."""
+    pb = select_kernel(before.profiles[:MAX_LAUNCHES], kernel) if kernel else before.profiles[:MAX_LAUNCHES]
+    pa = select_kernel(after.profiles[:MAX_LAUNCHES], kernel) if kernel else after.profiles[:MAX_LAUNCHES]
+    b = _Side(pb, diagnose_parsed(ParseResult(format=before.format, profiles=list(pb)), before_name, deadline=deadline))
+    a = _Side(pa, diagnose_parsed(ParseResult(format=after.format, profiles=list(pa)), after_name, deadline=deadline))
     pairs = _match(b, a)
     out = Comparison(before=before_name[:300], after=after_name[:300], verdict="no-match", after_diagnosis=a.diagnosis,
                      unmatched_before=[x for x in b.kernels if x not in {p[0] for p in pairs}],
@@ -246,13 +247,13 @@ def compare_parsed(before: ParseResult, after: ParseResult, before_name: str = "
 
 
 def compare_bytes(before: bytes, before_name: str, after: bytes, after_name: str, max_bytes: int = MAX_BYTES,
-                  kernel: str | None = None) -> Comparison:
+                  kernel: str | None = None, deadline: float | None = None) -> Comparison:
     """Compare two uploaded exports (any format :func:`parse_bytes` reads). Raises :class:`BadInput`."""
     for data, name in ((before, before_name), (after, after_name)):
         if len(data) > max_bytes:
             raise BadInput(f"{name} is {len(data)} bytes, over the {max_bytes}-byte limit")
     out = compare_parsed(parse_bytes(before, before_name, max_bytes=max_bytes), parse_bytes(after, after_name, max_bytes=max_bytes),
-                         before_name, after_name, kernel)
+                         before_name, after_name, kernel, deadline=deadline)
     if out.after_diagnosis is not None:
         attach_timelines(out.after_diagnosis.launches, after, max_bytes)
     return out

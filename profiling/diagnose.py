@@ -21,12 +21,23 @@ from typing import Any
 
 from pydantic import BaseModel, Field, computed_field
 
-from kwiki.errors import BadInput
+from kwiki.errors import BadInput, RequestTimeout
 
 from .catalog import load_catalog
 from .hotspots import HotspotReport, _plain, is_source_page, parse_source_page
 from .messages import message_hits
-from .ncu_csv import MAX_BYTES, LaunchProfile, ParseResult, RuleResult, parse_bytes, parse_csv_text, parse_json_text, parse_metrics_dict
+from .ncu_csv import (
+    MAX_BYTES,
+    MAX_LAUNCHES,
+    LaunchProfile,
+    ParseResult,
+    RuleResult,
+    find_header,
+    parse_bytes,
+    parse_csv_text,
+    parse_json_text,
+    parse_metrics_dict,
+)
 from .next_step import NextStep, next_step
 from .program import KernelShare, rank_kernels, select_kernel
 from .report_views import report_views
@@ -38,6 +49,12 @@ from .signals import load_signals
 from .timeline import Timeline, apply_timelines, attach_timelines, has_timeline
 from .verdict import program_checks
 
+#: Pasted text read for ``metric=value`` pairs and console lines (a pasted report is a few KiB).
+TEXT_SCAN_CHARS = 200_000
+#: Pasted text split into rule messages, and the most messages kept.
+TEXT_RULE_CHARS, TEXT_MAX_RULES = 50_000, 200
+#: Longer lines are not ncu console lines ("DRAM Throughput    %    92.51" is under 100 characters).
+MAX_CONSOLE_LINE = 300
 SHORT_LAUNCH_NS = 10_000.0
 KEY_METRICS = ("duration", "grid_size", "block_size", "registers_per_thread", "waves_per_sm", "sm_throughput_pct",
                "memory_throughput_pct", "dram_throughput_pct", "l2_throughput_pct", "achieved_occupancy",
@@ -99,6 +116,14 @@ class DiagnoseResponse(BaseModel):
     took_ms: float = 0.0
 
 
+# ------------------------------------------------------------------ deadline
+def check_deadline(deadline: float | None) -> None:
+    """Raise :class:`RequestTimeout` once ``time.monotonic()`` is past ``deadline`` (None: no deadline)."""
+    if deadline is not None and time.monotonic() > deadline:
+        raise RequestTimeout("the diagnosis took longer than the request time limit",
+                             hint="upload fewer launches (ncu -k NAME -c N) or retry")
+
+
 # ------------------------------------------------------------------ core
 def diagnose_profile(p: LaunchProfile, context: dict[str, float] | None = None) -> LaunchDiagnosis:
     """Evaluate one launch."""
@@ -118,14 +143,16 @@ def diagnose_profile(p: LaunchProfile, context: dict[str, float] | None = None) 
 
 
 def diagnose_parsed(parsed: ParseResult, filename: str = "", started: float | None = None,
-                    kernel: str | None = None) -> DiagnoseResponse:
-    """Diagnose every launch (the first 1000); ``kernels`` ranks the kernels by their share of GPU time."""
+                    kernel: str | None = None, deadline: float | None = None) -> DiagnoseResponse:
+    """Diagnose every launch (at most :data:`MAX_LAUNCHES`); ``kernels`` ranks the kernels by their share of GPU
+    time. ``deadline`` (a ``time.monotonic()`` value) stops the work with :class:`RequestTimeout` once passed."""
     started = time.perf_counter() if started is None else started
-    profiles = select_kernel(parsed.profiles[:1000], kernel) if kernel else parsed.profiles[:1000]
+    profiles = select_kernel(parsed.profiles[:MAX_LAUNCHES], kernel) if kernel else parsed.profiles[:MAX_LAUNCHES]
     short = sum(1 for p in profiles if (p.metrics.get("duration") or float("inf")) < SHORT_LAUNCH_NS)
     resp = DiagnoseResponse(filename=filename[:300], format=parsed.format, warnings=list(parsed.warnings))
     shares = rank_kernels(profiles)
     for p in profiles:
+        check_deadline(deadline)
         resp.launches.append(diagnose_profile(p, {"export_short_launches": float(short)}))
     by_kernel: dict[str, list[LaunchDiagnosis]] = {}
     for d in resp.launches:
@@ -141,7 +168,8 @@ def diagnose_parsed(parsed: ParseResult, filename: str = "", started: float | No
     return resp
 
 
-def diagnose_bytes(data: bytes, filename: str, max_bytes: int = MAX_BYTES, kernel: str | None = None) -> DiagnoseResponse:
+def diagnose_bytes(data: bytes, filename: str, max_bytes: int = MAX_BYTES, kernel: str | None = None,
+                   deadline: float | None = None) -> DiagnoseResponse:
     """Diagnose an uploaded export (raw/details/plain CSV, JSON, gzip, .ncu-rep). Raises :class:`BadInput`."""
     started = time.perf_counter()
     if not isinstance(data, (bytes, bytearray)):
@@ -152,7 +180,8 @@ def diagnose_bytes(data: bytes, filename: str, max_bytes: int = MAX_BYTES, kerne
     if is_source_page(bytes(data[:65536])):  # ncu --page source --csv: hotspots, no launch metrics
         return DiagnoseResponse(filename=filename[:300], format="source", hotspots=parse_source_page(bytes(data)),
                                 took_ms=round((time.perf_counter() - started) * 1000, 2))
-    resp = diagnose_parsed(parse_bytes(bytes(data), filename, max_bytes=max_bytes), filename, started, kernel)
+    resp = diagnose_parsed(parse_bytes(bytes(data), filename, max_bytes=max_bytes), filename, started,
+                           kernel=kernel, deadline=deadline)
     if resp.format == "ncu-rep":  # the report itself: its PM-sampling series and per-PC samples (ncu_report)
         timelines, hotspots = report_views(_plain(bytes(data), max_bytes))
         apply_timelines(resp.launches, timelines)
@@ -162,7 +191,7 @@ def diagnose_bytes(data: bytes, filename: str, max_bytes: int = MAX_BYTES, kerne
     return resp
 
 
-def diagnose_metrics(metrics: dict[str, Any]) -> DiagnoseResponse:
+def diagnose_metrics(metrics: dict[str, Any], deadline: float | None = None) -> DiagnoseResponse:
     """Diagnose ``{metric name: value}`` (any spelling the catalog knows; values may carry units: "45 %", "1.2 us")."""
     started = time.perf_counter()
     if not isinstance(metrics, dict):
@@ -170,14 +199,20 @@ def diagnose_metrics(metrics: dict[str, Any]) -> DiagnoseResponse:
     profile = parse_metrics_dict(metrics)
     if not profile.metrics and not profile.rules:
         raise BadInput("none of the metric names is known", hint="use ncu names such as sm__throughput.avg.pct_of_peak_sustained_elapsed; see GET /signals")
-    return diagnose_parsed(ParseResult(format="json", profiles=[profile]), "", started)
+    return diagnose_parsed(ParseResult(format="json", profiles=[profile]), "", started, deadline=deadline)
 
 
-_LINE = re.compile(r"^\s*([A-Za-z#][\w ./()%#-]*?[\w)%])\s{2,}(?:([A-Za-z%/]+)\s+)?([-+]?[\d,]*\.?\d+(?:[eE][-+]?\d+)?)\s*$")
-_PAIR = re.compile(r"\b([a-z][a-z0-9]*__[a-z0-9_.]+)[ \t]*[:=]?[ \t]*([-+]?[\d,]*\.?\d+(?:[eE][-+]?\d+)?)[ \t]*(%|[A-Za-z]+(?:/[A-Za-z]+)?)?")
+# Every repeat in these patterns is bounded, so a match attempt costs a bounded number of steps wherever it starts and a
+# scan is linear in the text: "a__." * 8000 made the unbounded `[a-z0-9_.]+` rescan the rest of the text from every start.
+# A metric name starts where a run of name characters starts, so a scan tries each run once, not once per "a__" in it.
+_NUMBER = r"[-+]?[\d,]{0,30}\.?\d{1,30}(?:[eE][-+]?\d{1,3})?"
+_LINE = re.compile(r"^\s{0,100}([A-Za-z#][\w ./()%#-]{0,150}?[\w)%])\s{2,200}(?:([A-Za-z%/]{1,20})\s{1,100})?(" + _NUMBER + r")\s{0,100}$")
+_PAIR = re.compile(r"(?<![\w.])([a-z][a-z0-9]{0,40}__[a-z0-9_.]{1,150})[ \t]{0,20}[:=]?[ \t]{0,20}(" + _NUMBER
+                   + r")[ \t]{0,20}(%|[A-Za-z]{1,20}(?:/[A-Za-z]{1,20})?)?")
+_BLANK_LINES = re.compile(r"\n(?:[^\S\n]{0,100}\n){1,1000}")
 
 
-def diagnose_text(text: str) -> DiagnoseResponse:
+def diagnose_text(text: str, deadline: float | None = None) -> DiagnoseResponse:
     """Diagnose pasted text: a CSV or JSON export, ncu console output ("DRAM Throughput  %  92.51"),
     ``metric=value`` pairs and/or pasted rule messages. Always returns ``text_signals`` from :func:`route`."""
     started = time.perf_counter()
@@ -187,20 +222,22 @@ def diagnose_text(text: str) -> DiagnoseResponse:
         raise BadInput("text is over the size limit")
     stripped = text.lstrip()
     if stripped.startswith(("{", "[")):
-        resp = diagnose_parsed(parse_json_text(stripped), "", started)
-    elif re.search(r'^\s*"?ID"?,', text, re.M):
-        resp = diagnose_parsed(parse_csv_text(text), "", started)
+        resp = diagnose_parsed(parse_json_text(stripped), "", started, deadline=deadline)
+    elif find_header(text) is not None:
+        resp = diagnose_parsed(parse_csv_text(text), "", started, deadline=deadline)
     else:
         cat = load_catalog()
         found: dict[str, Any] = {}
-        for m in _PAIR.finditer(text[:200_000]):
+        scan = text[:TEXT_SCAN_CHARS]
+        for m in _PAIR.finditer(scan):
             found.setdefault(m.group(1), f"{m.group(2)} {m.group(3) or ''}".strip())
-        for line in text[:200_000].splitlines():
-            m = _LINE.match(line) if len(line) <= 300 else None
+        for line in scan.splitlines():
+            m = _LINE.match(line) if len(line) <= MAX_CONSOLE_LINE else None
             if m and cat.resolve(m.group(1)) is not None:
                 found.setdefault(m.group(1), f"{m.group(3)} {m.group(2) or ''}".strip())
         profile = parse_metrics_dict(found) if found else LaunchProfile()
-        profile.rules = [RuleResult(name="pasted", description=para[:4000]) for para in re.split(r"\n\s*\n", text[:50_000]) if para.strip()][:200]
+        paras = _BLANK_LINES.split(text[:TEXT_RULE_CHARS])
+        profile.rules = [RuleResult(name="pasted", description=para[:4000]) for para in paras if para.strip()][:TEXT_MAX_RULES]
         resp = DiagnoseResponse(format="text")
         if profile.metrics or message_hits(profile.rules):
             diag = diagnose_profile(profile)

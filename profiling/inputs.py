@@ -34,7 +34,10 @@ def parse_number(text: object) -> float | None:
     if isinstance(text, bool):
         return None
     if isinstance(text, (int, float)):
-        v = float(text)
+        try:
+            v = float(text)
+        except OverflowError:  # an integer of hundreds of digits
+            return None
         return v if math.isfinite(v) else None
     s = str(text).strip().strip('"').strip()
     if s.endswith(")") and " (" in s:  # --print-metric-instances values: "265 (265)", "49.36 (0; 0; ...)": the aggregate

@@ -40,24 +40,27 @@ STALL_PHRASES: list[tuple[re.Pattern[str], str]] = [(re.compile(p, re.I), r) for
     (r"waiting for a (?:nanosleep|sleep)|warp was sleeping", "sleeping"),
     (r"warpgroup", "warpgroup_arrive"),
 ]]
-_SHARE = re.compile(r"represents about ([\d.]+)% of the total average", re.I)
-_BYTES = re.compile(r"global (loads|stores)[^.]*?\. On average, only ([\d.]+) of the 32 bytes", re.I)
-_LOCAL_BYTES = re.compile(r"local (loads|stores)[^.]*?\. On average, only ([\d.]+) of the 32 bytes", re.I)
-_WAVES = re.compile(r"(\d+) full waves? and a partial wave of (\d+) thread blocks", re.I)
-_UPTO = re.compile(r"partial wave may account for up to ([\d.]+)%", re.I)
-_SMALL = re.compile(r"execute only (\d+) blocks, which is less than the GPU's (\d+) multiprocessors", re.I)
+# Repeats are bounded ({1,12} digits, {0,300} characters): rule texts come from uploads, and `([\d.]+) ?- ?way` rescanned
+# a 4,000-digit run from every digit in it (quadratic), once per rule and launch. A number is digits with at most
+# one point, so float() never sees "1.2.3".
+_SHARE = re.compile(r"represents about (\d{1,12}(?:\.\d{1,8})?)% of the total average", re.I)
+_BYTES = re.compile(r"global (loads|stores)[^.]{0,300}?\. On average, only (\d{1,12}(?:\.\d{1,8})?) of the 32 bytes", re.I)
+_LOCAL_BYTES = re.compile(r"local (loads|stores)[^.]{0,300}?\. On average, only (\d{1,12}(?:\.\d{1,8})?) of the 32 bytes", re.I)
+_WAVES = re.compile(r"(\d{1,12}) full waves? and a partial wave of (\d{1,12}) thread blocks", re.I)
+_UPTO = re.compile(r"partial wave may account for up to (\d{1,12}(?:\.\d{1,8})?)%", re.I)
+_SMALL = re.compile(r"execute only (\d{1,12}) blocks, which is less than the GPU's (\d{1,12}) multiprocessors", re.I)
 _TOO_SMALL = re.compile(r"grid is too small to fill the available resources", re.I)
-_EXCESS = re.compile(r"uncoalesced global accesses resulting in a total of [\d,]+ excessive sectors \(([\d.]+)% of the total", re.I)
-_SHARED_EXCESS = re.compile(r"uncoalesced shared accesses resulting in a total of [\d,]+ excessive wavefronts \(([\d.]+)% of the total", re.I)
-_NWAY = re.compile(r"([\d.]+) ?- ?way bank conflict", re.I)
+_EXCESS = re.compile(r"uncoalesced global accesses resulting in a total of [\d,]{1,30} excessive sectors \((\d{1,12}(?:\.\d{1,8})?)% of the total", re.I)
+_SHARED_EXCESS = re.compile(r"uncoalesced shared accesses resulting in a total of [\d,]{1,30} excessive wavefronts \((\d{1,12}(?:\.\d{1,8})?)% of the total", re.I)
+_NWAY = re.compile(r"(\d{1,12}(?:\.\d{1,8})?) ?- ?way bank conflict", re.I)
 _OCC_LIMIT = [(re.compile(p, re.I), s) for p, s in [
     (r"limited by the number of required registers", "occupancy-registers"),
     (r"limited by the required amount of shared memory", "occupancy-shared-memory"),
     (r"limited by the number of (?:blocks|warps)", "occupancy-block-size"),
 ]]
-_THREADS = re.compile(r"average of ([\d.]+) threads being active per cycle", re.I)
+_THREADS = re.compile(r"average of (\d{1,12}(?:\.\d{1,8})?) threads being active per cycle", re.I)
 _IMBALANCE = re.compile(r"One or more SMs have a much (?:higher|lower) number of active cycles", re.I)
-_PIPE = re.compile(r"(FMA|FP32|ALU|Tensor|FP64)[^.]{0,40}is the highest-utilized pipeline \(([\d.]+)%\)", re.I)
+_PIPE = re.compile(r"(FMA|FP32|ALU|Tensor|FP64)[^.]{0,40}is the highest-utilized pipeline \((\d{1,12}(?:\.\d{1,8})?)%\)", re.I)
 
 
 def _get(rule: Any, key: str) -> Any:
@@ -122,7 +125,7 @@ def message_hits(rules: Iterable[Any]) -> list[dict[str, Any]]:
 
         if _SMALL.search(text) or _TOO_SMALL.search(text):
             m = _SMALL.search(text)
-            add("small-grid", 1 - float(m.group(1)) / float(m.group(2)) if m else est, (m or _TOO_SMALL.search(text)).group(0))
+            add("small-grid", 1 - float(m.group(1)) / float(m.group(2)) if m and float(m.group(2)) > 0 else est, (m or _TOO_SMALL.search(text)).group(0))
         if m := _WAVES.search(text) or _UPTO.search(text):
             up = _UPTO.search(text)
             add("tail-effect", est if est is not None else (float(up.group(1)) / 100 if up else None), m.group(0))

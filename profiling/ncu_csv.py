@@ -23,10 +23,12 @@ from __future__ import annotations
 import csv
 import gzip
 import io
+import itertools
 import json
 import math
 import re
-from typing import Any, Iterable, Literal
+import zlib
+from typing import Any, Iterable, Iterator, Literal
 
 from pydantic import BaseModel, Field
 
@@ -36,6 +38,17 @@ from .catalog import Catalog, load_catalog
 from .inputs import parse_number, unit_factor
 
 MAX_BYTES = 64 * 1024 * 1024
+#: Launches read from one export. A diagnosis reports every launch it reads, so the cap bounds the work and the
+#: answer whatever the upload holds (one raw row is one launch; reading stops at the cap, with a warning).
+MAX_LAUNCHES = 1000
+#: Rule rows kept per launch (ncu writes 10-20); more only repeat and grow the answer.
+MAX_RULES_PER_LAUNCH = 100
+#: Warnings kept per parse: a file of a million short rows gets one counted line, not a million strings.
+MAX_WARNINGS = 20
+#: Bytes decompressed at a time from a gzip upload.
+GZIP_PIECE = 1024 * 1024
+#: Lines searched for the CSV header (ncu prints ==PROF== lines and program output before it).
+HEADER_SEARCH_LINES = 5000
 REPORT_MAGIC = b"NVR\x00"  # first bytes of an .ncu-rep file
 EXPORT_HINT = "export CSV with `ncu --import X.ncu-rep --page raw --csv > X.csv` (or --page details) and upload that"
 _ID_COLS = ("ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Context", "Stream",
@@ -92,9 +105,14 @@ def parse_bytes(data: bytes, filename: str = "", catalog: Catalog | None = None,
     name = (filename or "").lower()
     if data[:2] == b"\x1f\x8b":
         try:
+            buf = bytearray()
             with gzip.GzipFile(fileobj=io.BytesIO(bytes(data))) as gz:
-                data = gz.read(max_bytes + 1)
-        except (OSError, EOFError, gzip.BadGzipFile) as exc:
+                # in pieces: read(max_bytes + 1) allocates the whole limit up front, however small the file
+                while len(buf) <= max_bytes and (piece := gz.read(GZIP_PIECE)):
+                    buf += piece
+            data = bytes(buf)
+            del buf
+        except (OSError, EOFError, zlib.error) as exc:  # BadGzipFile is an OSError; a bad deflate stream is zlib.error
             raise BadInput(f"corrupt gzip file: {exc}") from None
         if len(data) > max_bytes:
             raise BadInput("decompressed file is over the size limit")
@@ -113,31 +131,58 @@ def parse_bytes(data: bytes, filename: str = "", catalog: Catalog | None = None,
 
 
 # ------------------------------------------------------------------ CSV
-def _find_header(lines: list[str]) -> int:
-    for i, line in enumerate(lines[:5000]):
-        s = line.lstrip("\ufeff").strip()
-        if s.startswith('"ID"') or s.startswith("ID,"):
-            return i
-    return -1
+def is_header_line(line: str) -> bool:
+    """Whether ``line`` is the header row of an ncu CSV export (it starts with the ``ID`` column)."""
+    s = line.lstrip("\ufeff").strip()
+    return s.startswith('"ID"') or s.startswith("ID,")
+
+
+def find_header(text: str) -> Iterator[str] | None:
+    """The lines of ``text`` from the CSV header on (read lazily), or None when the first
+    :data:`HEADER_SEARCH_LINES` lines hold no header. Linear in the text, never a list of all its lines."""
+    lines = _iter_lines(text)
+    for line in itertools.islice(lines, HEADER_SEARCH_LINES):
+        if is_header_line(line):
+            return itertools.chain([line], lines)
+    return None
+
+
+def _iter_lines(text: str) -> Iterator[str]:
+    """The lines of ``text`` with their ends, one at a time, without a copy of the whole text
+    (``io.StringIO`` holds 4 bytes a character: 26 MB for a 6.6 MB export of which 1,000 rows are read)."""
+    pos, n = 0, len(text)
+    while pos < n:
+        end = text.find("\n", pos)
+        end = n if end < 0 else end + 1
+        yield text[pos:end]
+        pos = end
+
+
+def _rows(lines: Iterator[str]) -> Iterator[list[str]]:
+    try:
+        for row in csv.reader(lines):
+            if row:
+                yield row
+    except csv.Error as exc:
+        raise BadInput(f"malformed CSV: {exc}", hint=EXPORT_HINT) from None
 
 
 def parse_csv_text(text: str, catalog: Catalog | None = None) -> ParseResult:
-    """Parse raw-page or details-page CSV text (leading ``==PROF==`` or program output is skipped)."""
+    """Parse raw-page or details-page CSV text (leading ``==PROF==`` or program output is skipped).
+
+    Rows are read one at a time and reading stops at :data:`MAX_LAUNCHES` launches, so the memory and time a
+    parse takes are bounded by the cap, not by how many rows the file holds."""
     cat = catalog or load_catalog()
-    lines = text.splitlines()
-    start = _find_header(lines)
-    if start < 0:
+    lines = find_header(text)
+    if lines is None:
         raise BadInput("not an Nsight Compute CSV export: no header row starting with \"ID\"", hint=EXPORT_HINT)
-    try:
-        rows = [r for r in csv.reader(lines[start:]) if r]
-    except csv.Error as exc:
-        raise BadInput(f"malformed CSV: {exc}", hint=EXPORT_HINT) from None
-    header = [h.strip() for h in rows[0]]
+    rows = _rows(lines)
+    header = [h.strip() for h in next(rows)]
     if "Metric Name" in header and "Metric Value" in header:
-        return _parse_details(header, rows[1:], cat)
+        return _parse_details(header, rows, cat)
     if sum("__" in h for h in header) == 0:
         raise BadInput("CSV has an ID column but no Nsight Compute metric columns", hint=EXPORT_HINT)
-    return _parse_raw(header, rows[1:], cat)
+    return _parse_raw(header, rows, cat)
 
 
 def _meta(profile: LaunchProfile, rec: dict[str, str]) -> None:
@@ -156,12 +201,19 @@ def _put(profile: LaunchProfile, cat: Catalog, cid: str, name: str, value: float
         profile.names[cid] = name
 
 
-def _parse_raw(header: list[str], rows: list[list[str]], cat: Catalog) -> ParseResult:
+def _capped_note(what: str, count: int, first: list[int]) -> str:
+    shown = ", ".join(map(str, first))
+    return f"{count} {what} (rows {shown}{', ...' if count > len(first) else ''})"
+
+
+def _parse_raw(header: list[str], rows: Iterator[list[str]], cat: Catalog) -> ParseResult:
     warnings: list[str] = []
     units: list[str] = [""] * len(header)
-    if rows and (not rows[0] or not rows[0][0].strip()):
-        units = rows[0] + [""] * (len(header) - len(rows[0]))
-        rows = rows[1:]
+    first = next(rows, None)
+    if first is not None and not first[0].strip():
+        units = first + [""] * (len(header) - len(first))
+    elif first is not None:
+        rows = itertools.chain([first], rows)
     colmap: list[str | None] = []
     unknown: list[str] = []
     for h in header:
@@ -175,9 +227,16 @@ def _parse_raw(header: list[str], rows: list[list[str]], cat: Catalog) -> ParseR
     if not any(colmap):
         raise BadInput("none of the CSV's columns is a metric kwiki knows", hint="export with --page raw (all metrics) or --set full")
     profiles: list[LaunchProfile] = []
+    short: list[int] = []
+    n_short = 0
     for n, row in enumerate(rows):
+        if n >= MAX_LAUNCHES:  # one row per launch: stop reading, the rest is never parsed
+            warnings.append(f"the export has more than {MAX_LAUNCHES} launches; read the first {MAX_LAUNCHES}")
+            break
         if len(row) < len(header):
-            warnings.append(f"row {n + 1} has {len(row)} of {len(header)} columns (truncated file?); read what is there")
+            n_short += 1
+            if len(short) < MAX_WARNINGS:
+                short.append(n + 1)
         rec = dict(zip(header, row))
         p = LaunchProfile()
         _meta(p, rec)
@@ -194,30 +253,38 @@ def _parse_raw(header: list[str], rows: list[list[str]], cat: Catalog) -> ParseR
         p.unknown_count = len(unknown)
         if p.metrics:
             profiles.append(p)
+    if n_short:
+        warnings.insert(0, _capped_note(f"rows have fewer than the header's {len(header)} columns (truncated file?); "
+                                        "read what is there:", n_short, short))
     if not profiles:
         raise BadInput("the CSV has a header but no launch rows with numbers (empty or truncated export)", hint=EXPORT_HINT)
     return ParseResult(format="raw", profiles=profiles, warnings=warnings)
 
 
-def _parse_details(header: list[str], rows: list[list[str]], cat: Catalog) -> ParseResult:
+def _parse_details(header: list[str], rows: Iterator[list[str]], cat: Catalog) -> ParseResult:
     warnings: list[str] = []
     by_id: dict[str, LaunchProfile] = {}
     unknown: dict[str, list[str]] = {}
+    unknown_count: dict[str, int] = {}
     short_rows = 0
+    value_col = header.index("Metric Value")
     for row in rows:
-        if len(row) < header.index("Metric Value") + 1:
+        if len(row) < value_col + 1:
             short_rows += 1
             continue
         rec = dict(zip(header, row))
-        lid = (rec.get("ID") or "0").strip()
+        lid = (rec.get("ID") or "0").strip()[:50]
         p = by_id.get(lid)
         if p is None:
+            if len(by_id) >= MAX_LAUNCHES:  # ncu writes launches in order: the rest is never parsed
+                warnings.append(f"the export has more than {MAX_LAUNCHES} launches; read the first {MAX_LAUNCHES}")
+                break
             p = by_id[lid] = LaunchProfile()
             _meta(p, rec)
         section = (rec.get("Section Name") or "").strip()
         rule = (rec.get("Rule Name") or "").strip()
         metric = (rec.get("Metric Name") or "").strip()
-        if rule:
+        if rule and len(p.rules) < MAX_RULES_PER_LAUNCH:
             p.rules.append(RuleResult(
                 section=section[:200], name=rule[:200], type=(rec.get("Rule Type") or "").strip()[:20],
                 description=(rec.get("Rule Description") or "").strip()[:4000],
@@ -228,7 +295,10 @@ def _parse_details(header: list[str], rows: list[list[str]], cat: Catalog) -> Pa
             continue
         cid = cat.resolve(metric, section=section, strict=True)
         if cid is None:
-            unknown.setdefault(lid, []).append(f"{section}/{metric}")
+            names = unknown.setdefault(lid, [])
+            if len(names) < 50:
+                names.append(f"{section[:100]}/{metric[:200]}")
+            unknown_count[lid] = unknown_count.get(lid, 0) + 1
             continue
         v = parse_number(rec.get("Metric Value") or "")
         if v is None:
@@ -238,8 +308,8 @@ def _parse_details(header: list[str], rows: list[list[str]], cat: Catalog) -> Pa
         warnings.append(f"{short_rows} rows were shorter than the header (truncated file?) and were skipped")
     profiles = []
     for lid, p in by_id.items():
-        p.unknown = unknown.get(lid, [])[:50]
-        p.unknown_count = len(unknown.get(lid, []))
+        p.unknown = unknown.get(lid, [])
+        p.unknown_count = unknown_count.get(lid, 0)
         if p.metrics or p.rules:
             profiles.append(p)
     if not profiles:
@@ -255,7 +325,7 @@ def parse_json_text(text: str, catalog: Catalog | None = None) -> ParseResult:
     except (ValueError, RecursionError) as exc:
         raise BadInput(f"invalid JSON: {str(exc)[:200]}") from None
     items = obj if isinstance(obj, list) else [obj]
-    profiles = [parse_metrics_dict(o, catalog, launch_id=str(i)) for i, o in enumerate(items[:1000]) if isinstance(o, dict)]
+    profiles = [parse_metrics_dict(o, catalog, launch_id=str(i)) for i, o in enumerate(items[:MAX_LAUNCHES]) if isinstance(o, dict)]
     if not profiles:
         raise BadInput("JSON must be an object {metric name: value} or a list of them")
     return ParseResult(format="json", profiles=profiles)
@@ -271,12 +341,13 @@ def parse_metrics_dict(obj: dict[str, Any], catalog: Catalog | None = None, laun
     if metrics is not obj:
         p.kernel = str(obj.get("kernel") or obj.get("kernel_name") or p.kernel)[:500]
         p.launch_id = str(obj.get("launch_id", obj.get("id", launch_id)))[:50]
-        for r in obj.get("rules") or []:
+        rules = obj.get("rules")
+        for r in rules[:MAX_RULES_PER_LAUNCH] if isinstance(rules, list) else []:
             if isinstance(r, dict) and (r.get("name") or r.get("description")):
                 p.rules.append(RuleResult(name=str(r.get("name") or "rule")[:200], description=str(r.get("description") or "")[:4000],
                                           section=str(r.get("section") or "")[:200], speedup=_num(r.get("speedup"))))
     unknown = []
-    for key, raw in list(metrics.items())[:20000]:
+    for key, raw in itertools.islice(metrics.items(), 20000):
         if not isinstance(key, str):
             continue
         cid = cat.resolve(key)
@@ -295,9 +366,14 @@ def _num(raw: Any) -> float | None:
     if isinstance(raw, bool):
         return None
     if isinstance(raw, (int, float)):
-        v = float(raw)
+        try:
+            v = float(raw)
+        except OverflowError:  # an integer of hundreds of digits
+            return None
         return v if math.isfinite(v) else None
     if isinstance(raw, str):
+        if len(raw) > 100:  # no value is longer; the bound also keeps the match below linear
+            return None
         m = re.match(r"\s*([-+]?[\d,]*\.?\d+(?:[eE][-+]?\d+)?)\s*([A-Za-z%/]*)\s*$", raw)
         if not m:
             return None

@@ -86,9 +86,13 @@ def kernel_regex(kernel: str) -> str:
     return "^" + re.escape(name).replace("\\_", "_")
 
 
-def next_step(signal: str | None, kernel: str, app: str = "./app") -> NextStep:
-    """The ncu command that confirms ``signal`` for ``kernel`` (None: the export was partial; capture the full set)."""
+def next_step(signal: str | None, kernel: str, app: str = "./app", have: frozenset[str] = frozenset()) -> NextStep:
+    """The ncu command that confirms ``signal`` for ``kernel`` (None: the export was partial; capture the full set).
+    ``have`` names the views the user already has ("timeline", "source"): a timeline in hand leads to the source page."""
     sections, needs_lineinfo, export, why = _PLAN.get(signal or "", _PARTIAL)
+    if export in have and export == "timeline":
+        sections, needs_lineinfo, export = _SOURCE
+        why = f"the timeline is in this export; the source page shows which lines the {signal or 'kernel'} time sits on"
     rep = re.sub(r"[^A-Za-z0-9_]+", "_", kernel_regex(kernel).lstrip("^"))[:40] or "kernel"
     cmd = (f"ncu --clock-control none {sections} -k {shlex.quote('regex:' + kernel_regex(kernel))} -c 1 "
            f"-o {rep} {app}")

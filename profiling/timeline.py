@@ -214,6 +214,11 @@ def apply_timelines(launches: list[LaunchDiagnosis], by_id: dict[str, Timeline])
         if t is None:
             continue
         d.timeline = t
+        if d.next_step is not None and "--print-metric-instances" in d.next_step.export:
+            from .next_step import next_step
+
+            d.next_step = next_step(d.next_step.signal if d.next_step.signal != "missing-counters" else None, d.kernel or d.name,
+                                    have=frozenset({"timeline"}))
         for sig in d.signals:
             if sig.signal in TIMELINE_SIGNALS:
                 sig.evidence.append(Evidence(metric=f"PM sampling ({t.activity}, {t.samples} samples)", value=t.tail_share,

@@ -46,6 +46,8 @@ WARMUP_MIN_LAUNCHES = 3
 IDLE_PCT = 10.0  # atomic-contention's inferred_idle_pct: no unit past 10% of peak means no bulk work
 LONG_IDLE_NS = 100_000.0  # idle for 100 us is no launch-overhead case (those last a few us)
 MAX_NAMED_MISSING = 40  # name every missing counter of a basic-set export (about 30), not a sample of them
+BOUND_YIELD = 0.5  # a waste signal at half a bound signal's magnitude or more is the better lead (fma-bound's own
+# weight, 0.6, already calls a saturated pipe "the healthy end state")
 MIN_TOP_MAGNITUDE = 0.05  # below this a fired signal is noise next to run-to-run spread (tail-effect's own bar)
 PERSISTENT_MIN_TENSOR_PCT = 10.0  # the tensor-pipe bar of tensor-pipe-underused: below it the kernel is not a matmul
 
@@ -132,6 +134,19 @@ def _persistent_by_design(fired: list[Fired], m: Metrics) -> None:
     fired.sort(key=lambda f: -f.magnitude)
 
 
+def _waste_before_bound(fired: list[Fired]) -> list[Fired]:
+    """A busy unit (fma-bound, dram-bound, ...) says where the time goes; a waste signal says what to fix. A waste
+    signal within BOUND_YIELD of a bound signal ranked above it moves ahead of it (tail_effect-bad: tail-effect 0.50,
+    fma-bound 0.48 - the FMA pipe is busy 80% of the active cycles in both variants, the tail is what the fix removes)."""
+    out = list(fired)
+    for w in [f for f in fired if f.signal in WASTE_SIGNALS]:
+        i = out.index(w)
+        j = next((k for k, f in enumerate(out[:i]) if f.signal in BOUND_SIGNALS and w.magnitude >= BOUND_YIELD * f.magnitude), None)
+        if j is not None:
+            out.insert(j, out.pop(i))
+    return out
+
+
 def _designed(fired: Sequence[Fired]) -> list[str]:
     return [f.signal for f in fired if any(e.metric == "by design" for e in f.evidence)]
 
@@ -173,6 +188,7 @@ def judge(ranked: Sequence[Fired], m: Metrics, missing: Sequence[str] = ()) -> t
                     f"DRAM, L2, L1, issue) is past {UNIT_NEAR_PEAK:g}%: not the speed of light")
     else:
         sol_note = ""
+    rest = _waste_before_bound(rest)
     if rest and rest[0].magnitude >= MIN_TOP_MAGNITUDE:
         top = rest[0]
         partial = top.source != "metrics" or any(e.metric == "inferred" for e in top.evidence)

@@ -16,11 +16,12 @@ from typing import Annotated, Any, TypeVar
 from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
+from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from kwiki import __version__
-from kwiki.errors import BadRequest, Forbidden, IndexMissing, KwikiError, Unauthorized
+from kwiki.errors import BadRequest, Forbidden, IndexMissing, KwikiError, RequestTimeout, Unauthorized
 from kwiki.index.results import PageResponse, SearchResponse
 from kwiki.settings import Settings, load_settings
 
@@ -46,7 +47,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                   description="Ranked, sourced GPU-kernel optimization knowledge for Hopper and Blackwell.")
     app.state.kwiki = state
     if settings.cors_origins:
-        app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["GET", "POST"])
+        app.add_middleware(JSONCORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["GET", "POST"])
 
     @app.exception_handler(KwikiError)
     async def kwiki_error(_: Request, exc: KwikiError) -> JSONResponse:
@@ -60,8 +61,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        code = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}.get(exc.status_code, "http_error")
-        return JSONResponse({"error": {"code": code, "message": str(exc.detail)}}, status_code=exc.status_code)
+        # FastAPI answers a body it cannot parse (a 5,000-digit number, bad UTF-8) with HTTPException(400)
+        code = HTTP_CODES.get(exc.status_code, "http_error")
+        return JSONResponse({"error": {"code": code, "message": str(exc.detail)}}, status_code=exc.status_code,
+                            headers=getattr(exc, "headers", None))
 
     @app.exception_handler(Exception)
     async def unexpected(_: Request, exc: Exception) -> JSONResponse:
@@ -72,7 +75,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         try:
             return await asyncio.wait_for(asyncio.to_thread(fn, *args), settings.request_timeout_s)
         except asyncio.TimeoutError:
-            raise KwikiTimeout(f"request took longer than {settings.request_timeout_s:.0f} s",
+            raise RequestTimeout(f"request took longer than {settings.request_timeout_s:.0f} s",
                                hint="narrow the query or retry") from None
 
     @app.get("/health")
@@ -105,25 +108,40 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return {"status": "ok", "index": state.get().manifest.model_dump()}
 
     from kwiki.service import diagnose_api, ledger_api, web
-    from kwiki.service.limits import BodySizeLimit
+    from kwiki.service.limits import BodySizeLimit, HeadAsGet
 
     app.include_router(diagnose_api.router)  # POST /diagnose, GET /signals
     app.include_router(web.router)  # the search page (GET /)
     app.include_router(ledger_api.router)  # GET|POST /ledger
 
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_upload_bytes)  # 413 before any endpoint reads a body
+    app.add_middleware(HeadAsGet)  # HEAD on every GET route (health checks use it)
     return app
 
 
-class KwikiTimeout(KwikiError):
-    status, code = 503, "timeout"
+HTTP_CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found", 405: "method_not_allowed",
+              413: "payload_too_large", 422: "bad_request", 503: "unavailable"}
+
+
+class JSONCORSMiddleware(CORSMiddleware):
+    """Starlette's CORS middleware, with a refused preflight answered in kwiki's JSON error shape."""
+
+    def preflight_response(self, request_headers: Headers) -> Response:
+        resp = super().preflight_response(request_headers)
+        if resp.status_code < 400:
+            return resp
+        err = BadRequest(f"CORS preflight refused: {bytes(resp.body).decode(errors='replace')}",
+                         hint="the server's KWIKI_CORS_ORIGINS lists the allowed origins")
+        return JSONResponse(err.to_dict(), status_code=resp.status_code)
 
 
 def check_token(request: Request, settings: Settings) -> None:
-    """State-changing endpoints are off without a configured token, and need it when on."""
+    """State-changing endpoints are off without a configured token, and need ``Authorization: Bearer <token>``."""
     if not settings.admin_token:
         raise Forbidden("this endpoint is disabled", hint="set KWIKI_ADMIN_TOKEN on the server to enable it")
-    given = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
-    if not given or not hmac.compare_digest(given, settings.admin_token):
+    scheme, _, given = request.headers.get("authorization", "").strip().partition(" ")
+    # bytes: compare_digest refuses a str with non-ASCII characters (a 500 before)
+    if scheme.lower() != "bearer" or not given.strip() or not hmac.compare_digest(
+            given.strip().encode("utf-8", "surrogateescape"), settings.admin_token.encode("utf-8")):
         raise Unauthorized("missing or wrong token", hint="send 'Authorization: Bearer $KWIKI_ADMIN_TOKEN'")
 

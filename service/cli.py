@@ -15,8 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 
 from kwiki import __version__
-from kwiki.service.cli_common import print_json, reported
-from kwiki.settings import load_settings
+from kwiki.service.cli_common import load_settings, print_json, reported
 
 if TYPE_CHECKING:
     from kwiki.ingest.models import PageSource
@@ -72,7 +71,7 @@ def ingest(
         sources = _ledger_source(ledger or [], console)
         result = build_index(settings.index_dir, roots, threads=settings.embed_threads,
                              max_page_bytes=settings.max_page_bytes, progress=progress, page_sources=sources,
-                             skip_unchanged=not force)
+                             skip_unchanged=not force, adapter=settings.embed_adapter)
     if json_out:
         print_json({"path": str(result.path), "unchanged": result.unchanged, "manifest": result.manifest.model_dump(),
                      "report": result.report.model_dump()})
@@ -227,12 +226,23 @@ def serve(
     settings = load_settings(index_dir=index_dir, host=host, port=port)
     if build_if_missing and not (current_build(settings.index_dir) / "manifest.json").exists():
         typer.echo(f"no index at {settings.index_dir}: building it from {', '.join(map(str, settings.corpora))}", err=True)
-        ingest(corpus=[str(c) for c in settings.corpora], index_dir=settings.index_dir, json_out=False, quiet=False,
-               ledger=None, force=False)
+        # In a child process: the build's peak memory (1.1 GB served after an in-process build, 445 MB
+        # when started on a built index) goes back to the system when it exits.
+        import subprocess
+
+        args = ["ingest", "--index-dir", str(settings.index_dir)] + [a for c in settings.corpora for a in ("--corpus", str(c))]
+        done = subprocess.run([sys.executable, "-c", "from kwiki.service.cli import main; main()", *args], check=False)
+        if done.returncode != 0:
+            raise typer.Exit(done.returncode)
     from kwiki.service.app import create_app
+    from kwiki.service.server import server_config
+
+    if settings.host not in ("127.0.0.1", "localhost", "::1"):
+        typer.echo(f"note: serving on {settings.host}, not loopback: put a proxy in front with header, body and idle "
+                   "timeouts and a per-client connection limit (README, \"Every request's work is bounded\")", err=True)
 
     # One worker: the index and model live in this process (see README, "Workers").
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level="info")
+    uvicorn.Server(server_config(create_app(settings), settings)).run()
 
 
 @app.command("eval")
@@ -310,6 +320,16 @@ def validate(
     raise typer.Exit(1 if errors else 0)
 
 
+def _read_bounded(path: Path, limit: int) -> bytes:
+    """At most ``limit + 1`` bytes of ``path`` ('-': stdin); a FIFO or device is refused (it would block or never end)."""
+    if str(path) == "-":
+        return sys.stdin.buffer.read(limit + 1)
+    if not path.is_file():
+        raise OSError(0, "not a regular file" if path.exists() else "no such file", str(path))
+    with open(path, "rb") as fh:
+        return fh.read(limit + 1)
+
+
 @app.command()
 def diagnose(
     path: Annotated[Path, typer.Argument(help="ncu export: --page raw --csv, --page details --csv, plain --csv, JSON {metric: value}, .ncu-rep(z); '-' reads stdin")],
@@ -332,13 +352,19 @@ def diagnose(
     from kwiki.service.core import Kwiki
 
     settings = load_settings(index_dir=index_dir)
+    limit = settings.max_upload_bytes  # the same bound as an upload: /dev/zero is not read for ever
     try:
-        data = sys.stdin.buffer.read() if str(path) == "-" else path.read_bytes()
-        base = baseline.read_bytes() if baseline is not None else None
-        src = source.read_bytes() if source is not None else None
+        data = _read_bounded(path, limit)
+        base = _read_bounded(baseline, limit) if baseline is not None else None
+        src = _read_bounded(source, limit) if source is not None else None
     except OSError as exc:
-        typer.secho(f"error: cannot read {exc.filename}: {exc.strerror}", fg="red", err=True)
+        typer.secho(f"error: cannot read {exc.filename or path}: {exc.strerror or exc}", fg="red", err=True)
         raise typer.Exit(2) from None
+    for name, got in ((path, data), (baseline, base), (source, src)):
+        if got is not None and len(got) > limit:
+            typer.secho(f"error: {name} is over the {limit}-byte limit", fg="red", err=True)
+            typer.echo("hint: export only the kernels you need (ncu -k NAME -c N); KWIKI_MAX_UPLOAD_BYTES sets the limit", err=True)
+            raise typer.Exit(2)
     with reported():
         if candidate and base is None:
             raise BadInput("--candidate attaches a comparison: it needs --baseline", hint="use --record to attach a single diagnosis")

@@ -10,9 +10,27 @@ from __future__ import annotations
 import json
 import sys
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import typer
+
+if TYPE_CHECKING:
+    from kwiki.settings import Settings
+
+def load_settings(**overrides: Any) -> Settings:
+    """:func:`kwiki.settings.load_settings` for a command: a bad ``KWIKI_*`` variable is an error line naming it
+    and exit status 2, not a traceback."""
+    from pydantic import ValidationError
+
+    from kwiki import settings
+
+    try:
+        return settings.load_settings(**overrides)
+    except ValidationError as exc:
+        for e in exc.errors()[:5]:
+            name = "KWIKI_" + "_".join(str(p) for p in e["loc"][:1]).upper()
+            typer.secho(f"error: {name}: {e['msg'].removeprefix('Value error, ')}", fg="red", err=True)
+        raise typer.Exit(2) from None
 
 
 @contextmanager

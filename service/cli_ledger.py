@@ -22,8 +22,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from kwiki.service.cli_common import print_json, reported
-from kwiki.settings import load_settings
+from kwiki.service.cli_common import load_settings, print_json, reported
 
 if TYPE_CHECKING:
     from kwiki.ledger import Candidate, Ledger

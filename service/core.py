@@ -11,12 +11,13 @@ their descriptions, from it.
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any
 
 from pydantic import BaseModel, Field
 
-from kwiki.errors import BadRequest, IndexMissing, KwikiError
+from kwiki.errors import BadRequest, BuildDamaged, IndexMissing, KwikiError
 from kwiki.index.results import PageResponse, SearchResponse
 from kwiki.index.search import Searcher
 from kwiki.index.vectors import Embedder
@@ -27,6 +28,7 @@ from kwiki.settings import Settings
 
 from .diagnosis import SignalPages, diagnose_request
 
+log = logging.getLogger("kwiki")
 #: Candidates shown in the experience tier of a search (``/search``'s ``experience``, ``/ledger/search``).
 DEFAULT_EXPERIENCE_K = 5
 
@@ -69,12 +71,25 @@ class TieredQuery(SearchQuery):
     status: str | None = Field(None, description="only candidates with this status, e.g. rejected")
 
 
+def check_text(*values: str) -> None:
+    """Refuse text that is not valid Unicode (a lone surrogate such as ``"\\ud800"`` from a JSON escape):
+    the tokenizer, the index and the JSON encoder of the answer all fail on it, which was a 500."""
+    for value in values:
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise BadRequest(f"text contains a lone surrogate at character {exc.start}",
+                                 hint="send valid Unicode: a \\ud800-\\udfff escape must be half of a pair") from None
+
+
 def run_search(searcher: Searcher, req: SearchRequest, settings: Settings) -> SearchResponse:
     """The one search path: ``GET|POST /search``, the search page, ``kwiki search`` and MCP all call this.
 
     When the index holds ledger candidates and no type was asked for, they come as their own tier
     (``experience``), never mixed above curated pages.
     """
+    check_text(req.q, *(v for values in req.filters().values() for v in values))
     resp = searcher.search(req.q, k=req.k, filters=req.filters(), max_chars=settings.max_query_chars,
                            max_k=settings.max_k)
     if not req.type and PAGE_TYPE in searcher.known_types:
@@ -152,7 +167,14 @@ class Kwiki:
 
     def load(self) -> None:
         try:
-            new = Searcher.open(self.settings.index_dir, embedder=self.embedder, threads=self.settings.embed_threads)
+            try:
+                new = Searcher.open(self.settings.index_dir, embedder=self.embedder, threads=self.settings.embed_threads)
+            except KwikiError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a truncated or corrupt file of the build, whatever raised
+                log.warning("kwiki: the build cannot be opened: %r", exc)
+                raise BuildDamaged(f"the index build cannot be opened ({type(exc).__name__})",
+                                   hint="rebuild it with `kwiki ingest --force`; the build served before is still served") from None
         except KwikiError as exc:
             if self.searcher is None:
                 self.error = exc
@@ -198,14 +220,14 @@ class Kwiki:
     def diagnose(self, *, data: bytes | None = None, filename: str = "", metrics: dict[str, Any] | None = None,
                  text: str | None = None, k: int = 5, searcher: Searcher | None = None, baseline: bytes | None = None,
                  baseline_filename: str = "", kernel: str | None = None,
-                 source: bytes | None = None) -> DiagnoseResponse | Comparison:
+                 source: bytes | None = None, deadline: float | None = None) -> DiagnoseResponse | Comparison:
         """Diagnose one export, metrics object or text (or compare an export with its ``baseline``); pages come
         from the open index when there is one (:func:`kwiki.service.diagnosis.diagnose_request`)."""
         searcher = searcher or self.get_or_none()
         return diagnose_request(data=data, filename=filename, metrics=metrics, text=text, searcher=searcher, k=k,
                                 max_bytes=self.settings.max_upload_bytes,
                                 pages=self.signal_pages if searcher is self.searcher else None, baseline=baseline,
-                                baseline_filename=baseline_filename, kernel=kernel, source=source)
+                                baseline_filename=baseline_filename, kernel=kernel, source=source, deadline=deadline)
 
 
 __all__ = ["DEFAULT_EXPERIENCE_K", "FILTERS", "Kwiki", "SearchFilters", "SearchQuery", "SearchRequest", "TieredQuery", "experience_tier",

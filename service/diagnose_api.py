@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Query, Request
+from fastapi.responses import Response
 
 from kwiki.errors import BadInput
 
@@ -29,7 +30,7 @@ async def diagnose(request: Request, k: int = Query(5, description="pages per si
     appeared and persisting (``kwiki diagnose FILE --baseline BASELINE``). A field ``kernel`` keeps one kernel; a field
     ``source`` (``--page source --csv`` of the same report) adds the hotspots (an upload that is itself a source page
     gets them too)."""
-    import asyncio
+    from kwiki.service.limits import check_json_text, within_deadline
 
     state: Kwiki = request.app.state.kwiki
     settings = state.settings
@@ -48,12 +49,15 @@ async def diagnose(request: Request, k: int = Query(5, description="pages per si
         if src is not None and not isinstance(src, str):  # the same report's source page: hotspots
             kwargs["source"] = await src.read(settings.max_upload_bytes + 1)
         if isinstance(form.get("kernel"), str) and form.get("kernel"):
-            kwargs["kernel"] = form.get("kernel")
+            kwargs["kernel"] = str(form.get("kernel"))[:500]  # a part of a kernel name; it is echoed in errors
     elif ctype.startswith("application/json"):
         try:
             body = await request.json()
-        except ValueError as exc:
-            raise BadInput(f"request body is not JSON: {exc}") from None
+        except ValueError as exc:  # includes a body that is not UTF-8
+            raise BadInput(f"request body is not JSON: {str(exc)[:200]}") from None
+        except RecursionError:
+            raise BadInput("request body is JSON nested too deeply") from None
+        check_json_text(body)  # a "\ud800" escape anywhere would fail the answer's encoding, after the work
         if not isinstance(body, dict) or not ({"metrics", "text"} & set(body)):
             raise BadInput('JSON body must be {"metrics": {...}} or {"text": "..."}')
         kwargs = {"metrics": body["metrics"]} if "metrics" in body else {"text": body["text"]}
@@ -63,7 +67,13 @@ async def diagnose(request: Request, k: int = Query(5, description="pages per si
             raise BadInput("text must be a string")
     else:
         kwargs = {"data": await request.body(), "filename": request.headers.get("x-filename", "upload.csv")}
-    return await asyncio.to_thread(lambda: state.diagnose(k=k, **kwargs))
+
+    def diagnose_json(**kw: Any) -> bytes:
+        # serialized in the worker thread too: 1,000 launches are megabytes of JSON, which held the event loop
+        return state.diagnose(**kw).model_dump_json().encode()
+
+    answer = await within_deadline(settings.request_timeout_s, diagnose_json, k=k, **kwargs)
+    return Response(answer, media_type="application/json")
 
 
 @router.get("/signals")

@@ -21,7 +21,7 @@ from kwiki.errors import BadInput, KwikiError, PayloadTooLarge
 from kwiki.index.search import Searcher
 from kwiki.ledger import Candidate, Evidence, Ledger, attach_diagnosis
 from kwiki.profiling.compare import Comparison, compare_bytes, comparison_evidence
-from kwiki.profiling.diagnose import DiagnoseResponse, PageRef, diagnose_bytes, diagnose_metrics, diagnose_text
+from kwiki.profiling.diagnose import DiagnoseResponse, PageRef, check_deadline, diagnose_bytes, diagnose_metrics, diagnose_text
 from kwiki.profiling.hotspots import parse_source_page
 from kwiki.profiling.signals import load_signals
 from kwiki.settings import MAX_UPLOAD_BYTES
@@ -77,13 +77,15 @@ class SignalPages:
         return list(pages), []
 
 
-def attach_pages(resp: DiagnoseResponse, pages: SignalPages, k: int) -> None:
-    """Give the top signals of each launch of the top kernels (by GPU time) their pages; failures become warnings."""
+def attach_pages(resp: DiagnoseResponse, pages: SignalPages, k: int, deadline: float | None = None) -> None:
+    """Give the top signals of each launch of the top kernels (by GPU time) their pages; failures become warnings.
+    ``deadline`` (``time.monotonic()``) stops it with a 503 ``timeout`` once passed."""
     ranked = {s.kernel for s in resp.kernels[:TOP_KERNELS_WITH_PAGES]}
     for launch in resp.launches:
         if resp.kernels and (launch.kernel or launch.name) not in ranked:
             continue
         for sig in launch.signals[:TOP_SIGNALS_WITH_PAGES]:
+            check_deadline(deadline)
             sig.pages, warnings = pages.get(sig.signal, k)
             resp.warnings += [w for w in warnings if w not in resp.warnings]
 
@@ -92,11 +94,13 @@ def diagnose_request(*, data: bytes | None = None, filename: str = "", metrics: 
                      text: str | None = None, searcher: Searcher | None = None, k: int = 5,
                      max_bytes: int = MAX_UPLOAD_BYTES,
                      pages: SignalPages | None = None, baseline: bytes | None = None, baseline_filename: str = "",
-                     kernel: str | None = None, source: bytes | None = None) -> DiagnoseResponse | Comparison:
+                     kernel: str | None = None, source: bytes | None = None,
+                     deadline: float | None = None) -> DiagnoseResponse | Comparison:
     """The one diagnose path for HTTP, the web page, CLI and MCP: exactly one of data/metrics/text; with
     ``baseline`` (the parent's export) a :class:`~kwiki.profiling.compare.Comparison` of ``data`` against it
     instead; ``source`` (the same report's ``--page source --csv`` export) adds its hotspots; ``kernel`` keeps
-    one kernel's launches.
+    one kernel's launches. ``deadline`` (``time.monotonic()``) stops the work with a 503 ``timeout`` once passed,
+    so it stops with the answer rather than running on in its thread.
 
     Without a searcher the diagnosis is complete but has no ranked pages. ``pages`` is the open index's cache
     (the service keeps one per loaded index); without it, one lives for this request.
@@ -116,23 +120,23 @@ def diagnose_request(*, data: bytes | None = None, filename: str = "", metrics: 
                 raise PayloadTooLarge(f"{name} is {len(blob)} bytes; the limit is {max_bytes}",
                                       hint="export only the kernels you need (ncu -k NAME -c N)")
         comparison = compare_bytes(baseline, baseline_filename or "baseline", data, filename or "upload",
-                                   max_bytes=max_bytes, kernel=kernel)
+                                   max_bytes=max_bytes, kernel=kernel, deadline=deadline)
         if lookup is not None and comparison.after_diagnosis is not None:
-            attach_pages(comparison.after_diagnosis, lookup, k)
+            attach_pages(comparison.after_diagnosis, lookup, k, deadline)
         return comparison
     if data is not None:
         if len(data) > max_bytes or (source is not None and len(source) > max_bytes):
             raise PayloadTooLarge(f"upload is {max(len(data), len(source or b''))} bytes; the limit is {max_bytes}",
                                   hint="export only the kernels you need (ncu -k NAME -c N)")
-        resp = diagnose_bytes(data, filename or "upload", max_bytes=max_bytes, kernel=kernel)
+        resp = diagnose_bytes(data, filename or "upload", max_bytes=max_bytes, kernel=kernel, deadline=deadline)
         if source is not None:
             resp.hotspots = parse_source_page(source)
     elif metrics is not None:
-        resp = diagnose_metrics(metrics)
+        resp = diagnose_metrics(metrics, deadline=deadline)
     else:
-        resp = diagnose_text(text or "")
+        resp = diagnose_text(text or "", deadline=deadline)
     if lookup is not None:
-        attach_pages(resp, lookup, k)
+        attach_pages(resp, lookup, k, deadline)
     return resp
 
 

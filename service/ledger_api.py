@@ -21,7 +21,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
-from kwiki.errors import BadRequest, PayloadTooLarge
+from kwiki.errors import BadRequest, PayloadTooLarge, RequestTimeout
 from kwiki.ledger import (
     MAX_RECORD_BYTES,
     STATUSES,
@@ -82,7 +82,7 @@ async def ledger_list(
     read = await asyncio.to_thread(led.read)
     cands = filter_candidates(read.candidates, task=task, status=status, kernel=kernel)
     return {
-        "workspace": str(led.root),
+        "workspace": led.root.name,  # the folder's name only: the endpoint is open, the server's paths are not
         "total": len(cands),
         "counts": {s: sum(1 for c in cands if c.status == s) for s in STATUSES},
         "candidates": [_dump(c) for c in cands],
@@ -95,8 +95,11 @@ async def ledger_search(request: Request, req: Annotated[TieredQuery, Query()]) 
     """The pages that explain the question, then the candidates that tried a fix, each with its status
     (every search filter applies to both)."""
     state = _state(request)
-    return await asyncio.wait_for(asyncio.to_thread(state.tiered_search, req, req.experience_k, req.status),
-                                  state.settings.request_timeout_s * 2)
+    limit = state.settings.request_timeout_s * 2  # two searches: the pages, then the candidates
+    try:
+        return await asyncio.wait_for(asyncio.to_thread(state.tiered_search, req, req.experience_k, req.status), limit)
+    except asyncio.TimeoutError:  # a 500 before
+        raise RequestTimeout(f"request took longer than {limit:.0f} s", hint="narrow the query or retry") from None
 
 
 @router.get("/ledger/{cand_ref:path}")
@@ -104,6 +107,23 @@ async def ledger_show(request: Request, cand_ref: str) -> dict[str, Any]:
     """One candidate by ``task/id`` (or a bare id when only one task has it)."""
     read = await asyncio.to_thread(_ledger(request).read)
     return _dump(read.get(cand_ref))
+
+
+def _no_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def _check_storable(cand: Candidate) -> None:
+    """The record and its answer must be standard JSON in UTF-8: no NaN/Infinity (1e999 parses to one), no lone
+    surrogate. Checked on the answer's own encoding, so what is refused is exactly what would have failed after
+    the write."""
+    try:
+        json.dumps(_dump(cand), allow_nan=False, ensure_ascii=False).encode("utf-8")
+    except ValueError as exc:  # out-of-range float
+        raise BadRequest(f"invalid candidate: {exc}", hint="numbers must be finite") from None
+    except UnicodeEncodeError as exc:
+        raise BadRequest(f"invalid candidate: text with a lone surrogate at character {exc.start}",
+                         hint="send valid Unicode") from None
 
 
 @router.post("/ledger", status_code=201)
@@ -117,9 +137,11 @@ async def ledger_append(request: Request) -> JSONResponse:
         raise PayloadTooLarge(f"candidate is {len(raw)} bytes, over {MAX_RECORD_BYTES}",
                               hint="keep reports as files and list their paths in evidence.reports")
     try:
-        doc = json.loads(raw or b"null")
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise BadRequest(f"body is not JSON: {exc}") from None
+        doc = json.loads(raw or b"null", parse_constant=_no_constant)
+    except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError and _no_constant's ValueError
+        raise BadRequest(f"body is not JSON: {str(exc)[:200]}") from None
+    except RecursionError:
+        raise BadRequest("body is JSON nested too deeply", hint="a candidate is a flat record of a few levels") from None
     if not isinstance(doc, dict):
         raise BadRequest("body must be one JSON object (a candidate)", hint="see the Candidate model in /docs")
     auto_id = not doc.get("id")
@@ -130,5 +152,6 @@ async def ledger_append(request: Request) -> JSONResponse:
     except ValidationError as exc:
         why = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'record'}: {e['msg']}" for e in exc.errors()[:4])
         raise BadRequest(f"invalid candidate: {why}", hint="required: task, id; status is candidate|promoted|rejected") from None
+    _check_storable(cand)  # before anything is written: an error answer must leave the ledger as it was
     written = await asyncio.to_thread(_ledger(request).append, cand, auto_id=auto_id)
     return JSONResponse(_dump(written), status_code=201)

@@ -11,12 +11,16 @@ The error body is the service's usual ``{"error": {"code": "payload_too_large", 
 
 from __future__ import annotations
 
+import asyncio
 import json
-from typing import Any, Awaitable, Callable
+import time
+from typing import Any, Awaitable, Callable, TypeVar
 
 from starlette.exceptions import HTTPException
 
-from kwiki.errors import PayloadTooLarge
+from kwiki.errors import BadRequest, PayloadTooLarge, RequestTimeout
+
+T = TypeVar("T")
 
 Scope = dict[str, Any]
 Message = dict[str, Any]
@@ -102,3 +106,47 @@ class BodySizeLimit:
             if not started:
                 started = True
                 await self._reply(send, self._error(None))
+
+
+async def within_deadline(timeout_s: float, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Run ``fn`` in the thread pool and answer 503 ``timeout`` after ``timeout_s`` (time queued included).
+
+    A thread cannot be cancelled, so ``fn`` also gets ``deadline=`` (a ``time.monotonic()`` value) and stops
+    its own work when it passes: the diagnosis checks it between launches and before each page search."""
+    kwargs["deadline"] = time.monotonic() + timeout_s
+    try:
+        return await asyncio.wait_for(asyncio.to_thread(fn, *args, **kwargs), timeout_s)
+    except asyncio.TimeoutError:
+        raise RequestTimeout(f"request took longer than {timeout_s:.0f} s", hint="narrow the request or retry") from None
+
+
+def check_json_text(doc: object) -> None:
+    """:func:`kwiki.service.core.check_text` for every string (keys included) of a parsed JSON document."""
+    try:
+        json.dumps(doc, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise BadRequest(f"JSON text contains a lone surrogate at character {exc.start}",
+                         hint="send valid Unicode: a \\ud800-\\udfff escape must be half of a pair") from None
+    except (ValueError, RecursionError):  # NaN is valid to the reader here; depth was checked by the parser
+        pass
+
+
+class HeadAsGet:
+    """Answer ``HEAD`` on every ``GET`` route: the app runs as for GET and the body is dropped (headers kept)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "HEAD":
+            await self.app(scope, receive, send)
+            return
+
+        async def headers_only(message: Message) -> None:
+            if message["type"] == "http.response.body":
+                if not message.get("more_body", False):
+                    await send({"type": "http.response.body", "body": b""})
+                return
+            await send(message)
+
+        await self.app(dict(scope, method="GET"), receive, headers_only)

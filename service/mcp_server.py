@@ -14,9 +14,11 @@ Note: the SDK renamed ``FastMCP`` (1.x, ``mcp.server.fastmcp``) to ``MCPServer``
 from __future__ import annotations
 
 import logging
+import sys
 import threading
+import time
 from pathlib import Path
-from typing import Annotated, Any, Callable, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, AsyncIterator, Callable, TypeVar
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -39,6 +41,10 @@ from .compact import (
     compact_search,
 )
 from .core import Kwiki, SearchFilters, SearchRequest
+
+if TYPE_CHECKING:
+    from mcp.shared._context_streams import ContextSendStream
+    from mcp.shared.message import SessionMessage
 
 log = logging.getLogger("kwiki.mcp")
 T = TypeVar("T")
@@ -93,11 +99,17 @@ def _tool_error(exc: KwikiError) -> ToolError:
 
 
 def _guarded(fn: Callable[[], T]) -> T:
-    """Run ``fn``; kwiki's own errors become tool errors the agent can read and act on."""
+    """Run ``fn``; kwiki's own errors become tool errors the agent can read and act on, anything else a tool
+    error that still says something (the trace goes to the server log)."""
     try:
         return fn()
     except KwikiError as exc:
         raise _tool_error(exc) from None
+    except ToolError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - never an empty reason
+        log.exception("kwiki mcp: unexpected error in a tool")
+        raise ToolError(f"internal: unexpected {type(exc).__name__}; the server log has the details") from None
 
 
 def signal_list() -> SignalList:
@@ -184,16 +196,10 @@ def _diagnose(kw: Backend, path: str | None, metrics: dict[str, Any] | None, tex
     """Read ``path`` if given, then diagnose with the core, as POST /diagnose and the CLI do."""
     searcher = kw.core.get_or_none()  # the diagnosis itself needs no index; only the ranked pages do
     limit = kw.settings.max_upload_bytes
-    data, filename = None, ""
-    if path is not None:
-        file = Path(path).expanduser()
-        if not file.is_file():
-            raise BadInput(f"no file at {file}", hint="give the path of an NCU export, e.g. from `ncu --page raw --csv`")
-        if file.stat().st_size > limit:
-            raise BadInput(f"{file} is over the {limit}-byte limit", hint="export only the kernels of interest (ncu -k)")
-        data, filename = file.read_bytes(), file.name
+    data, filename = _read_export(path, limit) if path is not None else (None, "")
     src = _read_export(source, limit)[0] if source is not None else None
-    resp = kw.core.diagnose(data=data, filename=filename, metrics=metrics, text=text, k=k, searcher=searcher, source=src)
+    resp = kw.core.diagnose(data=data, filename=filename, metrics=metrics, text=text, k=k, searcher=searcher, source=src,
+                            deadline=time.monotonic() + kw.settings.request_timeout_s)
     assert isinstance(resp, DiagnoseResponse)  # no baseline: a diagnosis, never a comparison
     if searcher is None:
         resp.warnings.append("no index loaded, so no pages are ranked: run `kwiki ingest`")
@@ -201,12 +207,16 @@ def _diagnose(kw: Backend, path: str | None, metrics: dict[str, Any] | None, tex
 
 
 def _read_export(path: str, limit: int) -> tuple[bytes, str]:
+    """An export's bytes and name; at most ``limit`` bytes, and only from a regular file."""
     file = Path(path).expanduser()
-    if not file.is_file():
-        raise BadInput(f"no file at {file}", hint="give the path of an NCU export, e.g. from `ncu --page raw --csv`")
-    if file.stat().st_size > limit:
+    if not file.is_file():  # a FIFO would block, a device stream for ever
+        what = f"{file} is not a regular file" if file.exists() else f"no file at {file}"
+        raise BadInput(what, hint="give the path of an NCU export, e.g. from `ncu --page raw --csv`")
+    with open(file, "rb") as fh:
+        data = fh.read(limit + 1)  # the size read, not the size stat says: the file may grow meanwhile
+    if len(data) > limit:
         raise BadInput(f"{file} is over the {limit}-byte limit", hint="export only the kernels of interest (ncu -k)")
-    return file.read_bytes(), file.name
+    return data, file.name
 
 
 def _compare(kw: Backend, path: str, baseline: str, kernel: str | None) -> Comparison:
@@ -228,4 +238,78 @@ def serve(settings: Settings, http: bool = False, port: int = 8765) -> None:
         # Loopback only: the SDK then also turns on DNS-rebinding protection (Host/Origin checks).
         server.run("streamable-http", host="127.0.0.1", port=port)
     else:
-        server.run("stdio")
+        import anyio
+
+        anyio.run(_run_stdio_checked, server)
+
+
+#: JSON-RPC 2.0 error codes for lines that are not a request.
+PARSE_ERROR, INVALID_REQUEST = -32700, -32600
+
+
+def check_line(line: str) -> tuple[int, str, object] | None:
+    """Why one stdin line is not a JSON-RPC message, as ``(code, message, id)``, or None when it is one.
+
+    >>> check_line('{"jsonrpc": "2.0", "id": 1, "method": "ping"}') is None, check_line("{oops")[0], check_line("[1]")[0]
+    (True, -32700, -32600)
+    """
+    import json
+
+    import mcp_types as types
+
+    try:
+        doc = json.loads(line)
+    except (ValueError, RecursionError) as exc:
+        return PARSE_ERROR, f"Parse error: {str(exc)[:200]}", None
+    if not isinstance(doc, dict):
+        return INVALID_REQUEST, f"Invalid Request: a message is a JSON object, not a {type(doc).__name__}", None
+    rid = doc.get("id") if isinstance(doc.get("id"), (str, int)) and not isinstance(doc.get("id"), bool) else None
+    try:
+        json.dumps(doc, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return PARSE_ERROR, f"Parse error: a lone surrogate at character {exc.start} is not valid Unicode", rid
+    try:
+        types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+    except Exception as exc:  # noqa: BLE001 - pydantic's ValidationError or jiter's ValueError
+        return INVALID_REQUEST, f"Invalid Request: {str(exc).splitlines()[0][:200]}", rid
+    return None
+
+
+class _CheckedStdin:
+    """stdin lines for the SDK's transport; a line that is not a JSON-RPC message is answered with a JSON-RPC
+    error here (the SDK only logs it, and the client waits for ever) and not passed on."""
+
+    def __init__(self) -> None:
+        import io
+
+        import anyio
+
+        self.lines = anyio.wrap_file(io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace"))
+        self.write_stream: ContextSendStream[SessionMessage] | None = None
+
+    async def __aiter__(self) -> AsyncIterator[str]:
+        import mcp_types as types
+        from mcp.shared.message import SessionMessage
+
+        async for line in self.lines:
+            if not line.strip():
+                continue
+            problem = check_line(line)
+            if problem is None:
+                yield line
+                continue
+            code, message, rid = problem
+            log.warning("kwiki mcp: %s", message)
+            if self.write_stream is not None:
+                error = types.JSONRPCError(jsonrpc="2.0", id=rid if isinstance(rid, (int, str)) else None, error=types.ErrorData(code=code, message=message))
+                await self.write_stream.send(SessionMessage(error))
+
+
+async def _run_stdio_checked(server: MCPServer) -> None:
+    from mcp.server.stdio import stdio_server
+
+    stdin = _CheckedStdin()
+    async with stdio_server(stdin=stdin) as (read_stream, write_stream):  # type: ignore[arg-type]
+        stdin.write_stream = write_stream
+        low = server._lowlevel_server  # noqa: SLF001 - run_stdio_async does exactly this, without the checked stdin
+        await low.run(read_stream, write_stream, low.create_initialization_options())

@@ -22,12 +22,12 @@ from fastapi.templating import Jinja2Templates
 from markdown_it import MarkdownIt
 from markupsafe import Markup, escape
 
-from kwiki.errors import BadInput, KwikiError, NotFound
+from kwiki.errors import BadInput, BadRequest, KwikiError, NotFound
 from kwiki.index.results import PageResponse
 from kwiki.index.search import Searcher
 from kwiki.profiling.diagnose import DiagnoseResponse, PageRef
 
-from .core import Kwiki, SearchQuery
+from .core import Kwiki, SearchFilters, SearchRequest
 
 HERE = Path(__file__).resolve().parent
 STATIC = HERE / "static"
@@ -97,7 +97,24 @@ def page_links(searcher: Searcher, page: PageResponse) -> dict[str, str]:
     return out
 
 
+def http_url(url: object) -> str:
+    """``url`` when it is an absolute http(s) URL, else "": only those become links (a page's ``url:
+    javascript:...`` would run in the reader's browser).
+
+    >>> http_url("https://docs.nvidia.com/x"), http_url("javascript:alert(1)"), http_url(" JaVaScRiPt:x"), http_url("//evil")
+    ('https://docs.nvidia.com/x', '', '', '')
+    """
+    if not isinstance(url, str):
+        return ""
+    text = url.strip()
+    if any(c.isspace() or ord(c) < 32 for c in text):
+        return ""
+    scheme, sep, rest = text.partition("://")
+    return text if sep and scheme.lower() in ("http", "https") and rest and not rest.startswith("/") else ""
+
+
 templates.env.filters["highlight"] = highlight
+templates.env.filters["http_url"] = http_url
 
 
 def _state(request: Request) -> Kwiki:
@@ -125,20 +142,28 @@ def _render(request: Request, name: str, status: int = 200, **context: Any) -> H
     return templates.TemplateResponse(request, name, context, status_code=status)
 
 
+class PageQuery(SearchFilters):
+    """The search page's query string: the filters every surface declares (``SearchFilters``), the query, and
+    ``k`` read as text, so a bad value is shown on the page rather than answered with JSON."""
+
+    q: str = ""
+    k: str = "10"
+
+
 @router.get("/", response_class=HTMLResponse)
-def search_page(request: Request, req: Annotated[SearchQuery, Query()]) -> HTMLResponse:
+def search_page(request: Request, page: Annotated[PageQuery, Query()]) -> HTMLResponse:
     """The search page; with ``q`` it runs the same search as ``GET /search`` and shows the hits as cards."""
     state = _state(request)
     # Empty selects submit "", which means "any" (``SearchFilters.filters`` drops them).
-    chosen = req.filters()
-    ctx: dict[str, Any] = {"q": req.q, "k": req.k, "chosen": chosen, "resp": None, "error": None,
-                           "terms": query_terms(req.q)}
+    chosen = page.filters()
+    ctx: dict[str, Any] = {"q": page.q, "k": page.k, "chosen": chosen, "resp": None, "error": None,
+                           "terms": query_terms(page.q)}
     status = 200
     try:
         searcher = state.get()
         ctx["options"] = _facet_options(searcher)
-        if req.q.strip():
-            ctx["resp"] = state.search(req)
+        if page.q.strip():
+            ctx["resp"] = state.search(SearchRequest(q=page.q, k=_int(page.k, "k"), **chosen))
     except KwikiError as exc:
         ctx.setdefault("options", _facet_options(None))
         ctx["error"], status = _error(exc), exc.status
@@ -167,11 +192,13 @@ async def diagnose_upload(
     request: Request,
     file: Annotated[UploadFile | None, File(description="Nsight Compute export: raw/details CSV, JSON or .ncu-rep")] = None,
     text: Annotated[str, Form(description="or pasted ncu output / rule messages")] = "",
-    k: Annotated[int, Form()] = 5,
+    k: Annotated[str, Form()] = "5",
     source: Annotated[UploadFile | None, File(description="the same report's --page source --csv export: hotspots")] = None,
 ) -> HTMLResponse:
     """Diagnose an upload (or pasted text) with ``diagnose_request``, what ``POST /diagnose`` calls, and show it."""
     import asyncio
+
+    from .limits import within_deadline
 
     state = _state(request)
     settings = state.settings
@@ -189,7 +216,7 @@ async def diagnose_upload(
             kwargs = {"text": text}
         else:
             raise BadInput("choose an NCU export or paste ncu output", hint="export with `ncu --page raw --csv`")
-        result = await asyncio.to_thread(lambda: state.diagnose(k=k, searcher=searcher, **kwargs))
+        result = await within_deadline(settings.request_timeout_s, state.diagnose, searcher=searcher, k=_int(k, "k"), **kwargs)
         assert isinstance(result, DiagnoseResponse)  # no baseline here: a diagnosis, never a comparison
     except KwikiError as exc:
         return _render(request, "diagnose.html", exc.status, result=None, error=_error(exc), filename=filename,
@@ -228,10 +255,24 @@ def _reading_list(result: DiagnoseResponse, limit: int = 8) -> list[PageRef]:
     return list(seen.values())[:limit]
 
 
+def _int(text: str, name: str) -> int:
+    """A form or query number; a value that is not one is a 400 shown on the page."""
+    try:
+        if len(text) > 20:
+            raise ValueError
+        return int(text)
+    except ValueError:
+        raise BadRequest(f"{name}={text[:40]!r} is not a whole number", hint=f"for example {name}=10") from None
+
+
 @router.get("/ui/static/{name}")
 def static_file(name: str) -> Response:
-    """CSS and JS from service/static (only files that are there; no paths)."""
-    path = STATIC / name
-    if "/" in name or name.startswith(".") or not path.is_file():
+    """CSS and JS from service/static: only the names the folder holds, never a path built from the request
+    (a 5,000-character name made the file system raise "name too long", a 500)."""
+    if name not in _static_names():
         raise NotFound(f"no static file '{name[:60]}'")
-    return FileResponse(path, headers={"Cache-Control": "max-age=300"})
+    return FileResponse(STATIC / name, headers={"Cache-Control": "max-age=300"})
+
+
+def _static_names() -> frozenset[str]:
+    return frozenset(p.name for p in STATIC.iterdir() if p.is_file() and not p.name.startswith("."))

@@ -29,6 +29,16 @@ def embed_cache(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def embedder():
+    """The model kwiki ships: MiniLM with the shipped domain adapter folded in."""
+    from kwiki.index.vectors import Embedder
+    from kwiki.settings import Settings
+
+    return Embedder(threads=2, adapter=Settings().embed_adapter)
+
+
+@pytest.fixture(scope="session")
+def base_embedder():
+    """all-MiniLM-L6-v2 as published, no adapter (compared with sentence-transformers' own vectors)."""
     from kwiki.index.vectors import Embedder
 
     return Embedder(threads=2)

@@ -50,6 +50,8 @@ def test_diagnosis_carries_the_timeline_and_the_tail_evidence():
     assert d.top == "tail-effect" and d.timeline is not None and d.key_metrics["grid_size"] == 265  # "265 (265)" read
     ev = d.signals[0].evidence[-1]
     assert ev.metric.startswith("PM sampling") and ev.value == d.timeline.tail_share
+    # the timeline is already here: the next capture is the source page, not another timeline
+    assert "--import-source yes" in d.next_step.command and "--print-source cuda,sass" in d.next_step.export
     doc = r.model_dump(mode="json")
     assert doc["launches"][0]["timeline"]["series"][0]["values"]
     c = compare_bytes(inst("tail_effect-bad"), "bad", inst("tail_effect-fixed"), "fixed")

@@ -148,3 +148,14 @@ def test_healthy_gemm_from_its_details_page_is_at_the_speed_of_light_too():
     d = diag("torch-gemm_bf16.details.csv.gz").launches[0]
     assert d.top == "speed-of-light" and d.verdict.status == "speed-of-light"
     assert [s.signal for s in d.signals if s.by_design] == ["occupancy-registers"]
+
+
+def test_a_waste_signal_near_a_busy_unit_leads():
+    from kwiki.profiling.rulebase import Fired
+    from kwiki.profiling.verdict import judge
+
+    m = {"sm_throughput_pct": 65.0, "memory_throughput_pct": 4.0, "pipe_fma_cycles_pct": 80.0, "issue_active_pct": 97.0}
+    ranked, v = judge([Fired(signal="fma-bound", magnitude=0.48), Fired(signal="tail-effect", magnitude=0.3)], m)
+    assert [f.signal for f in ranked] == ["tail-effect", "fma-bound"] and v.status == "limited"
+    ranked, _ = judge([Fired(signal="dram-bound", magnitude=0.8), Fired(signal="uncoalesced-global", magnitude=0.2)], m)
+    assert [f.signal for f in ranked] == ["dram-bound", "uncoalesced-global"]  # under half: the busy unit stays first

@@ -22,17 +22,38 @@ TEXTS = [
 
 
 @pytest.mark.slow
-def test_onnx_vectors_match_sentence_transformers(embedder):
+def test_onnx_vectors_match_sentence_transformers(base_embedder):
     from sentence_transformers import SentenceTransformer
 
     reference = SentenceTransformer(str(model_path()), device="cpu", local_files_only=True)
     reference.max_seq_length = MAX_TOKENS
     want = reference.encode(TEXTS, normalize_embeddings=True, convert_to_numpy=True)
-    got = embedder.encode(TEXTS)
+    got = base_embedder.encode(TEXTS)
     assert got.shape == (len(TEXTS), DIM) and got.dtype == np.float32
     cosine = (got * want).sum(axis=1)
     assert cosine.min() > 0.9999, cosine
     assert np.allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-4)
+
+
+@pytest.mark.slow
+def test_the_adapted_export_is_the_base_model_with_the_adapter_merged(embedder, base_embedder):
+    """The shipped model: sentence-transformers' model with the LoRA update added to its weights gives the ONNX
+    export's vectors, and they differ from the base model's (the adapter is really applied)."""
+    from sentence_transformers import SentenceTransformer
+
+    from kwiki.index import adapter
+
+    assert embedder.adapter and embedder.model_id.endswith("+" + embedder.adapter)
+    reference = SentenceTransformer(str(model_path()), device="cpu", local_files_only=True)
+    reference.max_seq_length = MAX_TOKENS
+    bert = reference[0].auto_model
+    state = bert.state_dict()
+    assert adapter.merge(state, embedder.adapter) > 0
+    bert.load_state_dict(state)
+    want = reference.encode(TEXTS, normalize_embeddings=True, convert_to_numpy=True)
+    got = embedder.encode(TEXTS)
+    assert (got * want).sum(axis=1).min() > 0.9999
+    assert (got * base_embedder.encode(TEXTS)).sum(axis=1).min() < 0.999
 
 
 def test_encode_keeps_input_order_despite_length_sorting(embedder):

@@ -80,7 +80,7 @@ def test_diagnose_page_shows_verdict_timeline_hotspots_and_next_step(http):
     assert 'data-status="limited"' in r.text and 'data-signal="tail-effect"' in r.text
     assert 'class="sparkline"' in r.text and "last 33% of the run" in r.text
     assert 'id="hotspots"' in r.text and "tail_effect.cu:130" in r.text
-    assert "--section PmSampling --section PmSampling_WarpStates" in r.text
+    assert "--import-source yes" in r.text and "--print-source cuda,sass" in r.text  # the timeline is here: source next
     assert ('class="timeline-chart"' in r.text) == (importlib.util.find_spec("matplotlib") is not None)
     gemm = http.post("/ui/diagnose", files={"file": ("g.raw.csv.gz", (verify / "torch-gemm_bf16.raw.csv.gz").read_bytes())})
     assert 'data-status="speed-of-light"' in gemm.text and "check-clocks" in gemm.text
