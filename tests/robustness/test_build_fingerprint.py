@@ -24,7 +24,6 @@ INPUTS = [
     (build, "__version__", "9.9.9"),
     (manifest, "SCHEMA_VERSION", 999),
     (chunking, "CHUNKER_VERSION", "999"),
-    (vectors, "MODEL_NAME", "another/model"),
     (vectors, "MAX_TOKENS", 128),
     (vectors, "EMBED_VERSION", 999),
     (build, "_NOT_FOR_MODEL", build.re.compile(r"^\s*$")),
@@ -52,7 +51,7 @@ def built(tmp_path_factory, embedder, embed_cache) -> Path:
 def test_unchanged_inputs_do_not_rebuild(built, embedder, embed_cache):
     again = _build(built, embedder, embed_cache)
     assert again.unchanged
-    assert again.manifest.fingerprint == build_fingerprint(MAX_PAGE)
+    assert again.manifest.fingerprint == build_fingerprint(MAX_PAGE, model=embedder.model_id)
 
 
 def test_manifest_records_every_input(built):
@@ -68,8 +67,9 @@ def test_each_input_changes_the_fingerprint_and_rebuilds(built, embedder, embed_
     before = _build(built, embedder, embed_cache)
     assert before.unchanged
     monkeypatch.setattr(module, name, value)
-    assert build_fingerprint(MAX_PAGE) != before.manifest.fingerprint
-    quick = build.source_hash([CorpusRoot("mini", DATA / "mini")], build.fingerprint_hash(build_fingerprint(MAX_PAGE)))
+    assert build_fingerprint(MAX_PAGE, model=embedder.model_id) != before.manifest.fingerprint
+    quick = build.source_hash([CorpusRoot("mini", DATA / "mini")],
+                              build.fingerprint_hash(build_fingerprint(MAX_PAGE, model=embedder.model_id)))
     assert quick != before.manifest.source_hash
     after = _build(built, embedder, embed_cache)
     assert not after.unchanged and after.manifest.build_id != before.manifest.build_id
@@ -82,6 +82,16 @@ def test_build_parameters_and_caller_inputs_rebuild(built, embedder, embed_cache
     assert res.unchanged and res.manifest.fingerprint["adapter"] == "a1"
     assert not _build(built, embedder, embed_cache, fingerprint_extra={"adapter": "a2"}).unchanged
     assert not _build(built, embedder, embed_cache).unchanged  # dropping the caller's input rebuilds too
+
+
+def test_another_model_rebuilds(built, embedder, base_embedder, embed_cache):
+    """The model id (the base model and the adapter folded into it) is the fingerprint's ``model``."""
+    assert embedder.model_id != base_embedder.model_id
+    _build(built, embedder, embed_cache)
+    other = _build(built, base_embedder, embed_cache)
+    assert not other.unchanged and other.manifest.fingerprint["model"].startswith(base_embedder.model_id + " ")
+    assert _build(built, base_embedder, embed_cache).unchanged
+    assert not _build(built, embedder, embed_cache).unchanged
 
 
 def test_caller_inputs_cannot_shadow_built_in_ones():
