@@ -34,7 +34,7 @@ _ROLLUP_SUFFIXES = (
     ".per_cycle_active", ".per_cycle_elapsed", ".per_second", ".peak_sustained",
     ".ratio", ".pct", ".sum", ".avg", ".max", ".min",
 )
-_UNIT_TAIL = re.compile(r"\s*[\[(][^\])]{0,40}[\])]\s*$")
+_UNIT_TAIL = re.compile(r"\s{0,40}[\[(][^\])]{0,40}[\])]\s{0,40}$")  # bounded: names come from uploads
 
 
 class MetricDef(BaseModel):
