@@ -6,7 +6,7 @@ title, +5 when it is in a tag field (``tags``, ``techniques``, ``hardware_featur
 in the corpus' ``data/aliases.yaml`` is also tried as its canonical term, and the better of the two
 scores counts. Ties are broken by path. Page-level aliases are not expansions there, only tag text.
 
-    >>> KeywordBaseline(pages, {"tcgen05": ["UMMA"]}).search("UMMA tile", k=10)
+    >>> KeywordBaseline(pages, {"tcgen05": ["UMMA"]}).search("UMMA tile", k=10)   # doctest: +SKIP
 """
 
 from __future__ import annotations

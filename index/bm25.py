@@ -26,13 +26,30 @@ from .params import RankingParams
 FIELDS = ("title", "headings", "body", "facets", "questions")
 
 
+#: Bump when what a field holds changes (``_document``, ``filter_terms``, ``facet_text``): it is part of the
+#: build fingerprint, so the next ``kwiki ingest`` rebuilds.
+LAYOUT_VERSION = 1
+
+
+def text_fields() -> list[tuple[str, str]]:
+    """(field, tokenizer) of every text field, in schema order."""
+    return [*((name, PROSE) for name in FIELDS), ("idents", IDENT), ("filters", "raw")]
+
+
+def layout() -> str:
+    """The fields a build writes with their tokenizers and the layout version (the fingerprint's ``bm25_layout``).
+
+    >>> layout().split(" ")[0]
+    'v1:'
+    """
+    return f"v{LAYOUT_VERSION}: " + ", ".join(f"{name}/{tok}" for name, tok in text_fields())
+
+
 def schema() -> tantivy.Schema:
     sb = tantivy.SchemaBuilder()
     sb.add_integer_field("row", stored=True, indexed=False, fast=False)
-    for name in FIELDS:
-        sb.add_text_field(name, stored=False, tokenizer_name=PROSE)
-    sb.add_text_field("idents", stored=False, tokenizer_name=IDENT)
-    sb.add_text_field("filters", stored=False, tokenizer_name="raw")
+    for name, tokenizer in text_fields():
+        sb.add_text_field(name, stored=False, tokenizer_name=tokenizer)
     return sb.build()
 
 

@@ -26,13 +26,15 @@ from typing import Callable
 import numpy as np
 
 from kwiki import __version__
-from kwiki.errors import BuildLocked
-from kwiki.ingest.chunking import CHUNKER_VERSION, SENTENCE_TYPES, sentences
+from kwiki.errors import BadRequest, BuildLocked
+from kwiki.ingest import chunking, corpus
 from kwiki.ingest.corpus import CorpusRoot, IngestResult, chunk_page, read_corpora, shown_path, walk_tree
-from kwiki.ingest.models import Chunk, IngestReport, Page, Problem
+from kwiki.ingest.models import Chunk, IngestReport, Page, PageSource, Problem
+from kwiki.settings import EMBED_THREADS, MAX_PAGE_BYTES
 
 from . import bm25, vectors
-from .manifest import Manifest
+from . import manifest as manifest_mod
+from .manifest import Manifest, read_manifest
 
 CURRENT = "current"
 BUILDS = "builds"
@@ -50,9 +52,47 @@ class BuildResult:
     unchanged: bool = False  # True when skip_unchanged found nothing to rebuild
 
 
+def build_fingerprint(max_page_bytes: int, extra: dict[str, str] | None = None, model: str | None = None) -> dict[str, str]:
+    """Everything besides the corpus files that decides what a build contains, as named strings.
+
+    It is stored in ``manifest.json`` and hashed into :func:`source_hash`, so a change to any of these
+    rebuilds on the next ``kwiki ingest`` instead of answering "index is up to date" over a stale index.
+    ``model`` is the id of the model that embeds (``vectors.model_id``: the base model and any adapter folded
+    into it; the base model when None). ``extra`` adds a caller's own inputs (a ranking-relevant build
+    parameter); its keys may not shadow the built-in ones.
+
+    >>> fp = build_fingerprint(1024, {"adapter": "none"})
+    >>> fp["max_page_bytes"], fp["adapter"], fp["sentence_types"].startswith("hardware,")
+    ('1024', 'none', True)
+    """
+    fp = {
+        "kwiki_version": __version__,
+        "schema_version": str(manifest_mod.SCHEMA_VERSION),
+        "chunker_version": chunking.CHUNKER_VERSION,
+        "model": f"{model or vectors.model_id(None)} dim={vectors.DIM} max_tokens={vectors.MAX_TOKENS}",
+        "embed_version": str(vectors.EMBED_VERSION),
+        "embed_filter": hashlib.sha256(_NOT_FOR_MODEL.pattern.encode()).hexdigest()[:16],
+        "sentence_types": ",".join(sorted(chunking.SENTENCE_TYPES)),
+        "sentence_min_words": str(chunking.SENTENCE_MIN_WORDS),
+        "questions": f"max={corpus.MAX_QUESTIONS} chars={corpus.MAX_QUESTION_CHARS}",
+        "bm25_layout": bm25.layout(),
+        "max_page_bytes": str(max_page_bytes),
+    }
+    shadowed = sorted(set(extra or {}) & set(fp))
+    if shadowed:
+        raise BadRequest(f"fingerprint_extra may not redefine {shadowed}", hint="give your inputs their own names")
+    return fp | {str(k): str(v) for k, v in (extra or {}).items()}
+
+
+def fingerprint_hash(fingerprint: dict[str, str]) -> str:
+    """The fingerprint as one stable hash (key order does not matter)."""
+    return hashlib.sha256(json.dumps(fingerprint, sort_keys=True).encode()).hexdigest()
+
+
 def source_hash(roots: list[CorpusRoot], extra: str = "") -> str:
-    """A fast hash of every file an ingest would read (names and bytes), without parsing anything."""
-    h = hashlib.sha256(f"{__version__}\0{CHUNKER_VERSION}\0{extra}\n".encode())
+    """A fast hash of every file an ingest would read (names and bytes), without parsing anything; ``extra``
+    carries the build fingerprint's hash and the pages given beside the corpora."""
+    h = hashlib.sha256(f"{extra}\n".encode())
     for root in roots:
         base = Path(root.root)
         for top in ("sources", "wiki", "artifacts", "data"):
@@ -128,7 +168,7 @@ _NOT_FOR_MODEL = re.compile(
 
 
 def embed_text(title: str, heading_path: list[str], text: str) -> str:
-    """What the model sees for a chunk: the page title and heading path give it context.
+    r"""What the model sees for a chunk: the page title and heading path give it context.
 
     >>> embed_text("Fix", ["Changed Files"], "Speeds up decode.\n- `csrc/attn/decode.cu`\n- [x] tests pass")
     'Fix. Changed Files\nSpeeds up decode.'
@@ -159,10 +199,11 @@ def _collect_garbage(index_dir: Path, keep: str) -> None:
         shutil.rmtree(partial, ignore_errors=True)
 
 
-def add_pages(result: IngestResult, extra: list[Page]) -> None:
-    """Add pages made outside a corpus (ledger candidates); a key already taken is reported and skipped."""
+def add_pages(result: IngestResult, source: PageSource) -> None:
+    """Add the pages of a source outside the corpora; a key already taken is reported and skipped."""
     taken = {p.key for p in result.pages}
-    for page in extra:
+    result.report.corpora.setdefault(source.name, source.origin)
+    for page in source.pages:
         if page.key in taken:
             result.report.duplicates.append(Problem(corpus=page.corpus, path=page.path, reason=f"duplicate id '{page.key}'; skipped"))
             continue
@@ -170,14 +211,11 @@ def add_pages(result: IngestResult, extra: list[Page]) -> None:
         chunks = chunk_page(page)
         result.pages.append(page)
         result.chunks += chunks
-        result.report.corpora.setdefault(page.corpus, str(page.meta.get("ledger_dir", page.corpus)))
         result.report.pages_by_type[page.type] = result.report.pages_by_type.get(page.type, 0) + 1
         result.report.chunks_by_type[page.type] = result.report.chunks_by_type.get(page.type, 0) + len(chunks)
 
 
 def _serving_manifest(index_dir: Path) -> Manifest | None:
-    from .manifest import read_manifest
-
     try:
         return read_manifest(current_build(index_dir))
     except Exception:  # noqa: BLE001 - no usable serving index means: build
@@ -189,12 +227,13 @@ def build_index(
     roots: list[CorpusRoot],
     *,
     embedder: vectors.Embedder | None = None,
-    threads: int = 2,
-    max_page_bytes: int = 8 * 1024 * 1024,
+    threads: int = EMBED_THREADS,
+    max_page_bytes: int = MAX_PAGE_BYTES,
     progress: Progress | None = None,
     cache_dir: Path | None = None,
-    extra_pages: list[Page] | None = None,
+    page_sources: list[PageSource] | None = None,
     skip_unchanged: bool = False,
+    fingerprint_extra: dict[str, str] | None = None,
     adapter: str | None = None,
 ) -> BuildResult:
     """Ingest ``roots`` and build a new index under ``index_dir``, then switch ``current`` to it.
@@ -202,16 +241,19 @@ def build_index(
     With ``skip_unchanged``, a corpus whose files hash the same as the serving build's is not rebuilt
     (``BuildResult.unchanged``): re-running ``kwiki ingest`` on an unchanged corpus costs a file hash.
 
-    ``extra_pages`` (e.g. ledger candidates from :func:`kwiki.ingest.ledger_pages.ledger_pages`) are
-    indexed with the corpus pages.
+    ``page_sources`` (pages made outside a corpus folder, e.g. ``kwiki.ledger.ledger_source``) are indexed
+    with the corpus pages. ``fingerprint_extra`` adds the caller's own build inputs to the
+    fingerprint (:func:`build_fingerprint`): a change to any of them rebuilds.
     """
     started = time.monotonic()
     index_dir = Path(index_dir)
     with BuildLock(index_dir):
         (index_dir / BUILDS).mkdir(parents=True, exist_ok=True)
         _collect_garbage(index_dir, keep=current_build(index_dir).name)
-        extra = hashlib.sha256(b"".join(p.model_dump_json().encode() for p in extra_pages or [])).hexdigest()
-        quick = source_hash(roots, extra)
+        model = embedder.model_id if embedder is not None else vectors.model_id(adapter)
+        fingerprint = build_fingerprint(max_page_bytes, fingerprint_extra, model)
+        extra = hashlib.sha256(b"".join(s.model_dump_json().encode() for s in page_sources or [])).hexdigest()
+        quick = source_hash(roots, f"{fingerprint_hash(fingerprint)}\0{extra}")
         if skip_unchanged:
             serving = _serving_manifest(index_dir)
             if serving is not None and serving.source_hash == quick:
@@ -220,8 +262,8 @@ def build_index(
         result = read_corpora(
             roots, max_page_bytes=max_page_bytes, progress=(lambda d, t: progress("read", d, t)) if progress else None
         )
-        if extra_pages:
-            add_pages(result, extra_pages)
+        for source in page_sources or []:
+            add_pages(result, source)
         pages = {p.key: p for p in result.pages}
         chunks = result.chunks
         stamp = _dt.datetime.now(_dt.timezone.utc)
@@ -232,7 +274,6 @@ def build_index(
         bm25.write(tmp / "bm25", pages, chunks)
         bm25.write_pages(tmp / "bm25-pages", pages)
 
-        model = embedder.model_id if embedder is not None else vectors.model_id(adapter)
         cache = vectors.EmbeddingCache(Path(cache_dir) if cache_dir else index_dir / "cache", model)
         sentence_rows, sentence_texts = curated_sentences(pages, chunks, result.report)
         question_pages, question_texts = page_questions(pages, chunks)
@@ -242,16 +283,17 @@ def build_index(
         embedded = _embed_missing(cache, todo, embedder, threads, progress, adapter)
         chunk_matrix = cache.get([c.content_hash for c in chunks])
         vectors.write_table(tmp / "vectors", [_vector_row(c) for c in chunks], chunk_matrix)
-        extra = cache.get(sentence_keys)
-        question_rows = nearest_chunks(question_pages, extra[len(sentence_texts):], chunks, chunk_matrix)
-        vectors.write_sentences(tmp / "vectors", sentence_rows + question_rows, sentence_texts + question_texts, extra,
+        sentence_matrix = cache.get(sentence_keys)
+        question_rows = nearest_chunks(question_pages, sentence_matrix[len(sentence_texts):], chunks, chunk_matrix)
+        vectors.write_sentences(tmp / "vectors", sentence_rows + question_rows, sentence_texts + question_texts, sentence_matrix,
                                 questions=[False] * len(sentence_texts) + [True] * len(question_texts))
         _write_records(tmp, result)
         manifest = Manifest(
             kwiki_version=__version__,
             model=model,
             model_dim=vectors.DIM,
-            chunker_version=CHUNKER_VERSION,
+            chunker_version=chunking.CHUNKER_VERSION,
+            fingerprint=fingerprint,
             corpus_hash=corpus_hash(result),
             source_hash=quick,
             corpora=result.report.corpora,
@@ -286,9 +328,9 @@ def curated_sentences(pages: dict[str, Page], chunks: list[Chunk],
     pairs: list[tuple[int, str]] = []
     per_page: dict[str, int] = {}
     for row, c in enumerate(chunks):
-        if pages[c.page_key].type not in SENTENCE_TYPES:
+        if pages[c.page_key].type not in chunking.SENTENCE_TYPES:
             continue
-        for text in sentences(c.text):
+        for text in chunking.sentences(c.text, chunking.SENTENCE_MIN_WORDS):
             n = per_page[c.page_key] = per_page.get(c.page_key, 0) + 1
             if n <= MAX_SENTENCES_PER_PAGE:
                 pairs.append((row, text))

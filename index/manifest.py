@@ -19,6 +19,8 @@ class Manifest(BaseModel):
     model: str
     model_dim: int
     chunker_version: str
+    #: What besides the corpus decided this build's contents (``build.build_fingerprint``); hashed into source_hash.
+    fingerprint: dict[str, str] = Field(default_factory=dict)
     corpus_hash: str
     source_hash: str = ""  # hash of the raw files read; an equal hash means a rebuild would change nothing
     corpora: dict[str, str] = Field(default_factory=dict)  # name -> root

@@ -59,7 +59,6 @@ class Searcher:
     page_rows: dict[str, list[int]] = field(init=False)  # page key -> its chunk rows, in order
     known_types: set[str] = field(init=False)
     known_corpora: set[str] = field(init=False)
-    has_experience: bool = field(init=False)  # the index holds ledger candidates (type ``experience``)
     page_repo: dict[str, str] = field(init=False)  # PR page key -> its project's name, lower case, no separators
     repo_names: set[str] = field(init=False)  # the values of page_repo
     _mask_cache: OrderedDict = field(default_factory=OrderedDict)
@@ -74,7 +73,6 @@ class Searcher:
             self.page_rows.setdefault(key, []).append(row)
         self.known_types = {p.type for p in self.pages.values()}
         self.known_corpora = {p.corpus for p in self.pages.values()}
-        self.has_experience = "experience" in self.known_types
         self.page_repo = {}
         for key, p in self.pages.items():
             repo = str(p.meta.get("repo") or "") if p.type == "source-pr" else ""
@@ -282,11 +280,16 @@ class Searcher:
         return -item[1], self.pages[item[0]].path
 
     def _route(self, text: str) -> list[dict[str, Any]]:
-        try:
-            from kwiki.profiling.routing import route
-        except ImportError:  # profiling not installed in this build
-            return []
-        return route(text)
+        """The NCU signals ``text`` names (profiling's tables), their ``expand`` words analyzed as BM25 terms."""
+        from kwiki.profiling.routing import MAX_EXPAND, route
+
+        from .analysis import prose_tokens
+
+        signals = route(text)
+        for sig in signals:
+            terms = (t for word in sig.get("expand", []) for t in prose_tokens(word) if t)
+            sig["expand"] = list(dict.fromkeys(terms))[:MAX_EXPAND]
+        return signals
 
     def signal_pages(self, signals: list[dict[str, Any]], f: Filters, params: RankingParams) -> dict[str, tuple[float, str]]:
         """Pages an NCU signal points to: pattern ids (kwiki corpus) or matching symptoms (KernelWiki)."""
@@ -363,12 +366,4 @@ class Searcher:
             related=self.resolve(page.related + [t for t in page.candidate_techniques if t not in page.related], page.corpus),
             artifacts=[self.artifacts[a] for a in page.artifacts if a in self.artifacts],
             provenance=page.provenance.model_dump(),
-            ledger=self._ledger_summary(page) if self.has_experience else None,
         )
-
-    def _ledger_summary(self, page: Page) -> dict[str, Any] | None:
-        if page.type == "experience":
-            return None
-        from kwiki.ingest.ledger_pages import ledger_summary
-
-        return ledger_summary(self, page.id)

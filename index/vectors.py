@@ -20,6 +20,8 @@ from typing import Callable
 
 import numpy as np
 
+from kwiki.settings import EMBED_THREADS
+
 from . import adapter as _adapter
 from .params import RankingParams
 
@@ -64,9 +66,9 @@ def onnx_model(folder: Path | None = None, adapter: str | None = None) -> Path:
     from importlib.metadata import version
 
     if folder is None:
-        from kwiki.settings import Settings
+        from kwiki.settings import load_settings
 
-        folder = Settings().model_cache  # read fresh: tests and tools point KWIKI_MODEL_CACHE elsewhere
+        folder = load_settings().model_cache  # read fresh: tests and tools point KWIKI_MODEL_CACHE elsewhere
     tag = f"-{adapter}-{_adapter.digest(adapter)}" if adapter else ""
     target = folder / f"all-minilm-l6-v2-{version(MODEL_PACKAGE)}{tag}-eager-mean-norm.onnx"
     if target.exists():
@@ -124,7 +126,7 @@ class Embedder:
 
     _lock = threading.Lock()
 
-    def __init__(self, threads: int = 2, batch_size: int = 32, adapter: str | None = None) -> None:
+    def __init__(self, threads: int = EMBED_THREADS, batch_size: int = 32, adapter: str | None = None) -> None:
         import onnxruntime as ort
         from tokenizers import Tokenizer
 

@@ -222,10 +222,12 @@ def _part(heading: list[str], blocks: list[Block], line_offset: int) -> Part:
 # ---------------------------------------------------------------- sentences
 #: Page types whose sentences get their own vectors: the curated wiki, not sources or PR summaries.
 SENTENCE_TYPES = frozenset({"pattern", "technique", "hardware", "kernel", "language", "migration", "ncu"})
+#: A shorter "sentence" (a label, "See below.") says too little to stand for its chunk.
+SENTENCE_MIN_WORDS = 5
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'`(*_\[])")
 
 
-def sentences(text: str, min_words: int = 5) -> list[str]:
+def sentences(text: str, min_words: int = SENTENCE_MIN_WORDS) -> list[str]:
     """The sentences of a chunk's paragraphs and list items, markup removed (code, tables and headings skipped).
 
     A short question in a developer's words lands closer to one sentence that says the same thing than to

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from kwiki.settings import MAX_PAGE_BYTES
+
 from .chunking import split_sections
 from .frontmatter import FrontmatterError, as_list, parse_yaml, split_frontmatter
 from .models import FACETS, Artifact, Chunk, IngestReport, Page, Problem, Provenance, id_problem
@@ -374,7 +376,7 @@ def _artifact(path: Path, rel: Path, corpus: str, data: Any) -> Artifact:
 
 def read_corpora(
     roots: list[CorpusRoot],
-    max_page_bytes: int = 8 * 1024 * 1024,
+    max_page_bytes: int = MAX_PAGE_BYTES,
     progress: Callable[[int, int], None] | None = None,
 ) -> IngestResult:
     """Read every root; pages keep their corpus, duplicates get a corpus-qualified key."""

@@ -79,6 +79,15 @@ class Page(BaseModel):
         return self.facets.get(name, [])
 
 
+class PageSource(BaseModel):
+    """Pages made outside a corpus folder (e.g. ledger candidates), indexed beside the corpora: the index reads
+    only the pages, ``name`` and ``origin`` (what the ingest report lists as the source's root)."""
+
+    name: str
+    origin: str
+    pages: list[Page] = Field(default_factory=list)
+
+
 class Chunk(BaseModel):
     """A retrievable piece of a page: one section, or part of a long one."""
 

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .corpus import MAX_QUESTION_CHARS, MAX_QUESTIONS, CorpusRoot, load_vocabulary, read_corpora
+from .corpus import MAX_QUESTIONS, MAX_QUESTION_CHARS, CorpusRoot, load_vocabulary, read_corpora
 from .frontmatter import FrontmatterError, parse_yaml
 from .models import FACETS, Page
 

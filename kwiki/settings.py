@@ -1,25 +1,34 @@
 """One typed settings object, read by the CLI, the service and the tests.
 
-Every field can come from the environment with the ``KWIKI_`` prefix::
+Every field can come from the environment with the ``KWIKI_`` prefix; :func:`load_settings` is the one way to
+obtain them (the environment read now, plus a caller's overrides)::
 
     KWIKI_INDEX_DIR=/srv/kwiki/index kwiki serve
-    >>> from kwiki.settings import Settings
-    >>> Settings(index_dir="/tmp/idx").index_dir
+    >>> from kwiki.settings import load_settings
+    >>> load_settings(index_dir="/tmp/idx", port=None).index_dir
     PosixPath('/tmp/idx')
+
+The defaults that code elsewhere also needs (a build's page limit, the embedding threads) are declared here
+once, as constants, and used both as the field's default and as the functions' default.
 """
 
 from __future__ import annotations
 
 import json
-from functools import lru_cache
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 #: The checkout root when kwiki runs from a source tree (editable install).
 REPO_ROOT = Path(__file__).resolve().parent.parent
+#: onnxruntime threads for embedding: the 2-core machines kwiki is measured on (README, Performance).
+EMBED_THREADS = 2
+#: A corpus file larger than this is skipped at ingest and reported: a page is prose, not a data dump.
+MAX_PAGE_BYTES = 8 * 1024 * 1024
+#: A request body (an NCU export upload) larger than this is refused with 413: `ncu -k NAME -c N` keeps exports small.
+MAX_UPLOAD_BYTES = 20 * 1024 * 1024
 
 
 def _default_index_dir() -> Path:
@@ -40,9 +49,9 @@ class Settings(BaseSettings):
 
     index_dir: Path = Field(default_factory=_default_index_dir, description="Root of the index builds")
     corpora: list[Path] = Field(default_factory=_default_corpora, description="Corpus roots to ingest")
-    host: str = "127.0.0.1"
-    port: int = 8000
-    embed_threads: int = Field(default=2, ge=1, description="onnxruntime intra-op threads for embedding")
+    host: str = Field(default="127.0.0.1", description="Address `kwiki serve` binds (loopback: nothing else reaches it)")
+    port: int = Field(default=8000, description="Port `kwiki serve` listens on")
+    embed_threads: int = Field(default=EMBED_THREADS, ge=1, description="onnxruntime intra-op threads for embedding")
     model_cache: Path = Field(
         default_factory=lambda: Path.home() / ".cache" / "kwiki" / "models",
         description="Where the ONNX export of the embedding model is kept (made once, in seconds)",
@@ -50,10 +59,10 @@ class Settings(BaseSettings):
     embed_adapter: str | None = Field(
         default="lora-r16-e3", description="Domain adapter folded into the embedding model (index/adapters/NAME.npz, "
         "trained by evals/embedder/train.py); 'none': the base all-MiniLM-L6-v2. Part of the build's model id")
-    max_query_chars: int = Field(default=2000, ge=16)
-    max_k: int = Field(default=100, ge=1)
-    max_upload_bytes: int = Field(default=20 * 1024 * 1024, ge=1024)
-    max_page_bytes: int = Field(default=8 * 1024 * 1024, ge=1024, description="Larger files are skipped at ingest")
+    max_query_chars: int = Field(default=2000, ge=16, description="Longer queries are refused (a pasted report fits)")
+    max_k: int = Field(default=100, ge=1, description="Most pages one search may return")
+    max_upload_bytes: int = Field(default=MAX_UPLOAD_BYTES, ge=1024, description="Larger request bodies get a 413")
+    max_page_bytes: int = Field(default=MAX_PAGE_BYTES, ge=1024, description="Larger files are skipped at ingest")
     admin_token: str | None = Field(default=None, description="Enables state-changing endpoints when set")
     cors_origins: Annotated[list[str], NoDecode] = Field(
         default_factory=list, description="Origins allowed by CORS: a comma-separated list or a JSON list")
@@ -88,7 +97,6 @@ class Settings(BaseSettings):
         return value
 
 
-@lru_cache(maxsize=1)
-def get_settings() -> Settings:
-    """The process-wide settings (read once from the environment)."""
-    return Settings()
+def load_settings(**overrides: Any) -> Settings:
+    """The settings: the environment (``KWIKI_*``) read now, with the given overrides (None means not given)."""
+    return Settings(**{name: value for name, value in overrides.items() if value is not None})

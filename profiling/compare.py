@@ -12,7 +12,7 @@ comparison.
 from __future__ import annotations
 
 import statistics
-from typing import TYPE_CHECKING, Literal, Sequence
+from typing import Literal, Sequence
 
 from pydantic import BaseModel, Field
 
@@ -22,10 +22,6 @@ from .diagnose import DiagnoseResponse, LaunchDiagnosis, diagnose_parsed
 from .ncu_csv import MAX_BYTES, MAX_LAUNCHES, LaunchProfile, ParseResult, parse_bytes
 from .program import select_kernel
 from .timeline import attach_timelines
-
-if TYPE_CHECKING:
-    from kwiki.index.search import Searcher
-    from kwiki.ingest.ledger import Candidate, Ledger
 
 # Noise: ncu replays each launch serialized, caches flushed, clocks as found. On the H200 fixtures one kernel's
 # launches in one export spread 0.7-0.9% (coalescing, 3 launches each) and the same kernel in two captures a day
@@ -228,14 +224,13 @@ def _compare_kernel(kb: str, ka: str, how: str, b: _Side, a: _Side) -> KernelCom
 
 
 def compare_parsed(before: ParseResult, after: ParseResult, before_name: str = "before", after_name: str = "after",
-                   searcher: Searcher | None = None, k: int = 5, kernel: str | None = None,
-                   deadline: float | None = None) -> Comparison:
+                   kernel: str | None = None, deadline: float | None = None) -> Comparison:
     """Compare two parsed exports (optionally only the launches of ``kernel``); the after side is diagnosed in full.
     ``deadline`` (``time.monotonic()``) stops both diagnoses with a 503 ``timeout`` once passed."""
     pb = select_kernel(before.profiles[:MAX_LAUNCHES], kernel) if kernel else before.profiles[:MAX_LAUNCHES]
     pa = select_kernel(after.profiles[:MAX_LAUNCHES], kernel) if kernel else after.profiles[:MAX_LAUNCHES]
-    b = _Side(pb, diagnose_parsed(ParseResult(format=before.format, profiles=list(pb)), None, k, before_name, deadline=deadline))
-    a = _Side(pa, diagnose_parsed(ParseResult(format=after.format, profiles=list(pa)), searcher, k, after_name, deadline=deadline))
+    b = _Side(pb, diagnose_parsed(ParseResult(format=before.format, profiles=list(pb)), before_name, deadline=deadline))
+    a = _Side(pa, diagnose_parsed(ParseResult(format=after.format, profiles=list(pa)), after_name, deadline=deadline))
     pairs = _match(b, a)
     out = Comparison(before=before_name[:300], after=after_name[:300], verdict="no-match", after_diagnosis=a.diagnosis,
                      unmatched_before=[x for x in b.kernels if x not in {p[0] for p in pairs}],
@@ -251,14 +246,14 @@ def compare_parsed(before: ParseResult, after: ParseResult, before_name: str = "
     return out
 
 
-def compare_bytes(before: bytes, before_name: str, after: bytes, after_name: str, searcher: Searcher | None = None, k: int = 5,
-                  max_bytes: int = MAX_BYTES, kernel: str | None = None, deadline: float | None = None) -> Comparison:
+def compare_bytes(before: bytes, before_name: str, after: bytes, after_name: str, max_bytes: int = MAX_BYTES,
+                  kernel: str | None = None, deadline: float | None = None) -> Comparison:
     """Compare two uploaded exports (any format :func:`parse_bytes` reads). Raises :class:`BadInput`."""
     for data, name in ((before, before_name), (after, after_name)):
         if len(data) > max_bytes:
             raise BadInput(f"{name} is {len(data)} bytes, over the {max_bytes}-byte limit")
     out = compare_parsed(parse_bytes(before, before_name, max_bytes=max_bytes), parse_bytes(after, after_name, max_bytes=max_bytes),
-                         before_name, after_name, searcher, k, kernel, deadline=deadline)
+                         before_name, after_name, kernel, deadline=deadline)
     if out.after_diagnosis is not None:
         attach_timelines(out.after_diagnosis.launches, after, max_bytes)
     return out
@@ -271,18 +266,3 @@ def comparison_evidence(c: Comparison) -> dict[str, object]:
                          "verdict": k.verdict, "resolved": [s.signal for s in k.resolved], "appeared": [s.signal for s in k.appeared],
                          "persisting": {s.signal: s.change for s in k.persisting}} for k in c.kernels],
             "warnings": c.warnings}
-
-
-def attach_comparison(ledger: Ledger, candidate_id: str, c: Comparison) -> Candidate:
-    """Record the comparison on a ledger candidate: the after-diagnosis as its evidence (``attach_diagnosis``, the
-    ledger's own schema) plus ``evidence.comparison`` (:func:`comparison_evidence`). Returns the new version."""
-    from kwiki.ingest.ledger import Evidence
-    from kwiki.ingest.ledger_ops import attach_diagnosis
-
-    cand = attach_diagnosis(ledger, candidate_id, c.after_diagnosis or DiagnoseResponse(), report_path=c.after)
-    extra = dict(cand.evidence.model_extra or {})
-    extra["comparison"] = comparison_evidence(c)
-    if c.before not in cand.evidence.reports:
-        cand.evidence.reports.append(c.before)
-    ev = Evidence.model_validate({**cand.evidence.model_dump(exclude=set(extra)), **extra})
-    return ledger.append(cand.model_copy(update={"evidence": ev}), write_benchmarks=False)

@@ -1,6 +1,5 @@
 """Diagnose Nsight Compute exports: per launch, the fired signals ranked by magnitude, with evidence,
-the pattern pages and techniques they point to, what could not be evaluated, and (with a searcher)
-ranked pages from the index.
+the pattern pages and techniques they point to, and what could not be evaluated.
 
     >>> from kwiki.profiling.diagnose import diagnose_bytes, diagnose_metrics
     >>> r = diagnose_metrics({"launch__grid_size": 32, "launch__sm_count": 132})
@@ -10,8 +9,8 @@ ranked pages from the index.
     >>> diagnose_bytes(data, "tail_effect-bad.raw.csv").launches[0].signals[0].signal  # doctest: +SKIP
     'tail-effect'
 
-With ``searcher`` (a :class:`kwiki.index.search.Searcher`), each of the top signals gets ``pages``:
-its pattern pages (looked up with ``find_page``) merged with ``searcher.search(title + phrases, k)``.
+Profiling knows nothing of the index: ``SignalResult.pages`` stays empty here, and the service attaches
+ranked pages as a step of its own (:mod:`kwiki.service.diagnosis`, once per distinct signal).
 """
 
 from __future__ import annotations
@@ -22,26 +21,34 @@ from typing import Any
 
 from pydantic import BaseModel, Field, computed_field
 
-from kwiki.errors import BadInput, KwikiError, RequestTimeout
+from kwiki.errors import BadInput, RequestTimeout
 
 from .catalog import load_catalog
-from .ncu_csv import (MAX_BYTES, MAX_LAUNCHES, LaunchProfile, ParseResult, RuleResult, find_header, parse_bytes, parse_csv_text,
-                      parse_json_text, parse_metrics_dict)
-from .messages import message_hits
-from .routing import route
 from .hotspots import HotspotReport, _plain, is_source_page, parse_source_page
+from .messages import message_hits
+from .ncu_csv import (
+    MAX_BYTES,
+    MAX_LAUNCHES,
+    LaunchProfile,
+    ParseResult,
+    RuleResult,
+    find_header,
+    parse_bytes,
+    parse_csv_text,
+    parse_json_text,
+    parse_metrics_dict,
+)
 from .next_step import NextStep, next_step
-from .report_views import report_views
-from .timeline import Timeline, apply_timelines, attach_timelines, has_timeline
 from .program import KernelShare, rank_kernels, select_kernel
+from .report_views import report_views
 from .repz import unwrap as unwrap_repz
+from .routing import route
 from .rulebase import Verdict
 from .rules import Evidence, Missing, evaluate
-from .verdict import program_checks
 from .signals import load_signals
+from .timeline import Timeline, apply_timelines, attach_timelines, has_timeline
+from .verdict import program_checks
 
-TOP_SIGNALS_WITH_PAGES = 3
-TOP_KERNELS_WITH_PAGES = 5  # a framework program has hundreds of kernels: pages for the five with the most GPU time
 #: Pasted text read for ``metric=value`` pairs and console lines (a pasted report is a few KiB).
 TEXT_SCAN_CHARS = 200_000
 #: Pasted text split into rule messages, and the most messages kept.
@@ -109,13 +116,7 @@ class DiagnoseResponse(BaseModel):
     took_ms: float = 0.0
 
 
-# ------------------------------------------------------------------ pages
-def _page_ref(page: Any, via: str, score: float | None = None) -> PageRef:
-    return PageRef(id=str(getattr(page, "key", None) or getattr(page, "id", "")), title=str(getattr(page, "title", "")),
-                   type=str(getattr(page, "type", "")), corpus=str(getattr(page, "corpus", "")),
-                   confidence=getattr(page, "confidence", None), score=score, via=via)
-
-
+# ------------------------------------------------------------------ deadline
 def check_deadline(deadline: float | None) -> None:
     """Raise :class:`RequestTimeout` once ``time.monotonic()`` is past ``deadline`` (None: no deadline)."""
     if deadline is not None and time.monotonic() > deadline:
@@ -123,101 +124,36 @@ def check_deadline(deadline: float | None) -> None:
                              hint="upload fewer launches (ncu -k NAME -c N) or retry")
 
 
-class PageCache:
-    """Pages per signal, looked up once per diagnosis: an export of 1,000 launches of one kernel fires the same
-    few signals 1,000 times, and each lookup is a full search. Also carries the diagnosis's deadline."""
-
-    def __init__(self, searcher: Any, k: int, deadline: float | None = None) -> None:
-        self.searcher, self.k, self.deadline = searcher, k, deadline
-        self.by_signal: dict[str, tuple[list[PageRef], list[str]]] = {}
-        self._corpora: list[str] | None = None
-        self.searches = 0
-
-    def corpora(self) -> list[str]:
-        if self._corpora is None:
-            self._corpora = sorted({str(getattr(p, "corpus", "")) for p in getattr(self.searcher, "pages", {}).values()})
-        return self._corpora
-
-    def pages(self, signal: str) -> tuple[list[PageRef], list[str]]:
-        if signal not in self.by_signal:
-            check_deadline(self.deadline)
-            self.searches += 1
-            self.by_signal[signal] = pages_for_signal(signal, self.searcher, self.k, corpora=self.corpora())
-        pages, warnings = self.by_signal[signal]
-        return [p.model_copy() for p in pages], warnings
-
-
-def pages_for_signal(signal: str, searcher: Any, k: int = 5, corpora: list[str] | None = None) -> tuple[list[PageRef], list[str]]:
-    """Pattern pages of ``signal`` (every corpus that has them) merged with a search for the signal."""
-    sdef = load_signals()[signal]
-    out: dict[str, PageRef] = {}
-    warnings: list[str] = []
-    if corpora is None:
-        corpora = sorted({str(getattr(p, "corpus", "")) for p in getattr(searcher, "pages", {}).values()})
-    for pid in sdef.patterns:
-        for corpus in [None, *corpora]:
-            page = searcher.find_page(pid, corpus) if corpus else searcher.find_page(pid)
-            if page is not None:
-                ref = _page_ref(page, "pattern")
-                out.setdefault(ref.id, ref)
-    try:
-        resp = searcher.search(sdef.query_text(), k=k)
-        for hit in resp.hits:
-            ref = PageRef(id=hit.id, title=hit.title, type=hit.type, corpus=hit.corpus, confidence=hit.confidence,
-                          score=hit.score, via="search")
-            out.setdefault(ref.id, ref)
-    except KwikiError as exc:
-        warnings.append(f"search for {signal} failed: {exc.message}")
-    return list(out.values())[: max(k, len(sdef.patterns))], warnings
-
-
 # ------------------------------------------------------------------ core
-def diagnose_profile(p: LaunchProfile, searcher: Any = None, k: int = 5, context: dict[str, float] | None = None,
-                     cache: PageCache | None = None) -> tuple[LaunchDiagnosis, list[str]]:
-    """Evaluate one launch; attach pages for its top signals when a searcher is given."""
-    if searcher is not None and cache is None:
-        cache = PageCache(searcher, k)
+def diagnose_profile(p: LaunchProfile, context: dict[str, float] | None = None) -> LaunchDiagnosis:
+    """Evaluate one launch."""
     ev = evaluate(p.metrics, p.rules, context)
     defs = load_signals()
-    warnings: list[str] = []
-    results = []
-    for i, f in enumerate(ev.fired):
-        d = defs[f.signal]
-        r = SignalResult(signal=f.signal, title=d.title, magnitude=f.magnitude, source=f.source, evidence=f.evidence,
-                         patterns=d.patterns, symptoms=d.symptoms, techniques=d.techniques,
-                         by_design=ev.verdict is not None and f.signal in ev.verdict.by_design)
-        if cache is not None and i < TOP_SIGNALS_WITH_PAGES:
-            r.pages, w = cache.pages(f.signal)
-            warnings += w
-        results.append(r)
-    diag = LaunchDiagnosis(
+    results = [SignalResult(signal=f.signal, title=defs[f.signal].title, magnitude=f.magnitude, source=f.source,
+                            evidence=f.evidence, patterns=defs[f.signal].patterns, symptoms=defs[f.signal].symptoms,
+                            techniques=defs[f.signal].techniques,
+                            by_design=ev.verdict is not None and f.signal in ev.verdict.by_design)
+               for f in ev.fired]
+    return LaunchDiagnosis(
         kernel=p.kernel, launch_id=p.launch_id, name=p.name, signals=results, missing=ev.missing, stall_shares=ev.stall_shares,
         key_metrics={key: round(p.metrics[key], 4) for key in KEY_METRICS if key in p.metrics},
         metrics_read=len(p.metrics), unknown_metrics=p.unknown_count, rules_read=len(p.rules), verdict=ev.verdict,
         next_step=next_step(results[0].signal if results and (ev.verdict is None or ev.verdict.status != "partial") else None, p.kernel or p.name),
     )
-    return diag, warnings
 
 
-def diagnose_parsed(parsed: ParseResult, searcher: Any = None, k: int = 5, filename: str = "", started: float | None = None,
+def diagnose_parsed(parsed: ParseResult, filename: str = "", started: float | None = None,
                     kernel: str | None = None, deadline: float | None = None) -> DiagnoseResponse:
-    """Diagnose every launch (at most :data:`MAX_LAUNCHES`); pages only for the launches of the kernels with the
-    largest GPU-time share, looked up once per distinct signal. ``deadline`` (a ``time.monotonic()`` value) stops
-    the work with :class:`RequestTimeout` once passed."""
+    """Diagnose every launch (at most :data:`MAX_LAUNCHES`); ``kernels`` ranks the kernels by their share of GPU
+    time. ``deadline`` (a ``time.monotonic()`` value) stops the work with :class:`RequestTimeout` once passed."""
     started = time.perf_counter() if started is None else started
     profiles = select_kernel(parsed.profiles[:MAX_LAUNCHES], kernel) if kernel else parsed.profiles[:MAX_LAUNCHES]
     short = sum(1 for p in profiles if (p.metrics.get("duration") or float("inf")) < SHORT_LAUNCH_NS)
     resp = DiagnoseResponse(filename=filename[:300], format=parsed.format, warnings=list(parsed.warnings))
     shares = rank_kernels(profiles)
-    with_pages = {s.kernel for s in shares[:TOP_KERNELS_WITH_PAGES]}
-    cache = PageCache(searcher, k, deadline) if searcher is not None else None
     for p in profiles:
         check_deadline(deadline)
-        paged = (p.kernel or p.name) in with_pages
-        diag, warnings = diagnose_profile(p, searcher if paged else None, k, {"export_short_launches": float(short)},
-                                          cache=cache if paged else None)
-        resp.launches.append(diag)
-        resp.warnings += [w for w in warnings if w not in resp.warnings]
+        resp.launches.append(diagnose_profile(p, {"export_short_launches": float(short)}))
     by_kernel: dict[str, list[LaunchDiagnosis]] = {}
     for d in resp.launches:
         by_kernel.setdefault(d.kernel or d.name, []).append(d)
@@ -232,20 +168,19 @@ def diagnose_parsed(parsed: ParseResult, searcher: Any = None, k: int = 5, filen
     return resp
 
 
-def diagnose_bytes(data: bytes, filename: str, searcher: Any = None, k: int = 5, max_bytes: int = MAX_BYTES,
-                   kernel: str | None = None, deadline: float | None = None) -> DiagnoseResponse:
+def diagnose_bytes(data: bytes, filename: str, max_bytes: int = MAX_BYTES, kernel: str | None = None,
+                   deadline: float | None = None) -> DiagnoseResponse:
     """Diagnose an uploaded export (raw/details/plain CSV, JSON, gzip, .ncu-rep). Raises :class:`BadInput`."""
     started = time.perf_counter()
     if not isinstance(data, (bytes, bytearray)):
         raise BadInput("expected bytes")
     if len(data) > max_bytes:
         raise BadInput(f"upload is {len(data)} bytes, over the {max_bytes}-byte limit")
-    _check_k(k)
     data, filename = unwrap_repz(bytes(data), filename, max_bytes)  # .ncu-repz -> .ncu-rep
     if is_source_page(bytes(data[:65536])):  # ncu --page source --csv: hotspots, no launch metrics
         return DiagnoseResponse(filename=filename[:300], format="source", hotspots=parse_source_page(bytes(data)),
                                 took_ms=round((time.perf_counter() - started) * 1000, 2))
-    resp = diagnose_parsed(parse_bytes(bytes(data), filename, max_bytes=max_bytes), searcher, k, filename, started,
+    resp = diagnose_parsed(parse_bytes(bytes(data), filename, max_bytes=max_bytes), filename, started,
                            kernel=kernel, deadline=deadline)
     if resp.format == "ncu-rep":  # the report itself: its PM-sampling series and per-PC samples (ncu_report)
         timelines, hotspots = report_views(_plain(bytes(data), max_bytes))
@@ -256,16 +191,15 @@ def diagnose_bytes(data: bytes, filename: str, searcher: Any = None, k: int = 5,
     return resp
 
 
-def diagnose_metrics(metrics: dict[str, Any], searcher: Any = None, k: int = 5, deadline: float | None = None) -> DiagnoseResponse:
+def diagnose_metrics(metrics: dict[str, Any], deadline: float | None = None) -> DiagnoseResponse:
     """Diagnose ``{metric name: value}`` (any spelling the catalog knows; values may carry units: "45 %", "1.2 us")."""
     started = time.perf_counter()
     if not isinstance(metrics, dict):
         raise BadInput("metrics must be an object {metric name: value}")
-    _check_k(k)
     profile = parse_metrics_dict(metrics)
     if not profile.metrics and not profile.rules:
         raise BadInput("none of the metric names is known", hint="use ncu names such as sm__throughput.avg.pct_of_peak_sustained_elapsed; see GET /signals")
-    return diagnose_parsed(ParseResult(format="json", profiles=[profile]), searcher, k, "", started, deadline=deadline)
+    return diagnose_parsed(ParseResult(format="json", profiles=[profile]), "", started, deadline=deadline)
 
 
 # Every repeat in these patterns is bounded, so a match attempt costs a bounded number of steps wherever it starts and a
@@ -278,7 +212,7 @@ _PAIR = re.compile(r"(?<![\w.])([a-z][a-z0-9]{0,40}__[a-z0-9_.]{1,150})[ \t]{0,2
 _BLANK_LINES = re.compile(r"\n(?:[^\S\n]{0,100}\n){1,1000}")
 
 
-def diagnose_text(text: str, searcher: Any = None, k: int = 5, deadline: float | None = None) -> DiagnoseResponse:
+def diagnose_text(text: str, deadline: float | None = None) -> DiagnoseResponse:
     """Diagnose pasted text: a CSV or JSON export, ncu console output ("DRAM Throughput  %  92.51"),
     ``metric=value`` pairs and/or pasted rule messages. Always returns ``text_signals`` from :func:`route`."""
     started = time.perf_counter()
@@ -288,9 +222,9 @@ def diagnose_text(text: str, searcher: Any = None, k: int = 5, deadline: float |
         raise BadInput("text is over the size limit")
     stripped = text.lstrip()
     if stripped.startswith(("{", "[")):
-        resp = diagnose_parsed(parse_json_text(stripped), searcher, k, "", started, deadline=deadline)
+        resp = diagnose_parsed(parse_json_text(stripped), "", started, deadline=deadline)
     elif find_header(text) is not None:
-        resp = diagnose_parsed(parse_csv_text(text), searcher, k, "", started, deadline=deadline)
+        resp = diagnose_parsed(parse_csv_text(text), "", started, deadline=deadline)
     else:
         cat = load_catalog()
         found: dict[str, Any] = {}
@@ -306,16 +240,10 @@ def diagnose_text(text: str, searcher: Any = None, k: int = 5, deadline: float |
         profile.rules = [RuleResult(name="pasted", description=para[:4000]) for para in paras if para.strip()][:TEXT_MAX_RULES]
         resp = DiagnoseResponse(format="text")
         if profile.metrics or message_hits(profile.rules):
-            cache = PageCache(searcher, k, deadline) if searcher is not None else None
-            diag, warnings = diagnose_profile(profile, searcher, k, cache=cache)
+            diag = diagnose_profile(profile)
             diag.rules_read = 0
             resp.launches.append(diag)
-            resp.warnings += warnings
     resp.text_signals = route(text)
     resp.took_ms = round((time.perf_counter() - started) * 1000, 2)
     return resp
 
-
-def _check_k(k: int) -> None:
-    if not isinstance(k, int) or not 1 <= k <= 50:
-        raise BadInput(f"k={k!r} is out of range", hint="1 <= k <= 50")

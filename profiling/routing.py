@@ -2,7 +2,8 @@
 
 ``route(text)`` finds stall-reason words, raw metric names (through the catalog), pasted ncu rule
 messages and the phrases of ``signals.yaml``; it returns the signals, best first, each with the
-pattern pages and symptom tags the search engine boosts and a few words to add to the BM25 query.
+pattern pages and symptom tags the search engine boosts and the words it may add to its keyword query
+(plain lower-case words: profiling imports nothing from the index, which analyzes them itself).
 Ordinary questions return ``[]`` (or only low-confidence guesses). Everything is precompiled at
 import; a call takes well under a millisecond for a normal query.
 
@@ -26,6 +27,9 @@ from .signals import load_signals
 MAX_CHARS = 4000
 MIN_CONFIDENCE = 0.3
 MAX_RESULTS = 5
+#: Words of a signal's name and first two phrases that a search adds to its keyword query (``expand``); the
+#: index analyzes them with its own analyzer and keeps the first MAX_EXPAND terms.
+MAX_EXPAND = 5
 
 #: stall reason -> (signal, confidence)
 STALL_SIGNAL: dict[str, tuple[str, float]] = {
@@ -53,17 +57,6 @@ _WORD = re.compile(r"[a-z0-9]+")
 _STOP = {"not", "a", "an", "the", "of", "on", "to", "is", "are", "too", "per", "by", "and", "or", "in", "at", "for", "with", "s"}
 
 
-def _analyze(words: list[str]) -> list[str]:
-    try:
-        from kwiki.index.analysis import prose_tokens
-        out: list[str] = []
-        for w in words:
-            out += prose_tokens(w)
-        return list(dict.fromkeys(t for t in out if t))
-    except Exception:  # index extras not installed: plain words
-        return words
-
-
 @lru_cache(maxsize=1)
 def _tables() -> dict[str, Any]:
     sigs = load_signals()
@@ -76,7 +69,7 @@ def _tables() -> dict[str, Any]:
     expand: dict[str, list[str]] = {}
     for s in sigs.values():
         words = [w for w in _WORD.findall(f"{s.id.replace('-', ' ')} {' '.join(s.phrases[:2])}".lower()) if w not in _STOP]
-        expand[s.id] = _analyze(list(dict.fromkeys(words)))[:5]
+        expand[s.id] = list(dict.fromkeys(words))
     cat = load_catalog()
     metric_sig: dict[str, list[str]] = {}
     for name, cid in cat.names_for_routing().items():

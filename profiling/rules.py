@@ -17,8 +17,26 @@ import math
 from typing import Any, Callable, Iterable, Mapping
 
 from .messages import derive_metrics, message_hits
-from .rulebase import (STALL_REASONS, Evaluation, Evidence, Fired, Metrics, Missing, Outcome, clip, fire, g, latency_w, mem_w,
-                       sector_efficiency, share, stall_rule, stall_shares, thr, traffic_share)
+from .rulebase import (
+    STALL_REASONS,
+    Evaluation,
+    Evidence,
+    Fired,
+    Metrics,
+    Missing,
+    Outcome,
+    clip,
+    fire,
+    g,
+    latency_w,
+    mem_w,
+    sector_efficiency,
+    share,
+    stall_rule,
+    stall_shares,
+    thr,
+    traffic_share,
+)
 from .signals import SIGNAL_IDS, load_signals
 from .verdict import judge
 

@@ -1,4 +1,4 @@
-"""kwiki's HTTP API (FastAPI).
+"""kwiki's HTTP API (FastAPI): an adapter over the service core (:mod:`kwiki.service.core`).
 
     uvicorn --factory kwiki.service.app:create_app      # or: kwiki serve
 
@@ -6,112 +6,37 @@ The index is opened once at start-up and swapped whole on reload, so a request a
 one consistent build. Every error is JSON ``{"error": {"code", "message", "hint"}}``.
 """
 
-
-
 import asyncio
 import hmac
 import logging
-import threading
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
-from fastapi import Body, FastAPI, File, Form, Query, Request, UploadFile
+from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, Response
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from pydantic import BaseModel, Field
 
 from kwiki import __version__
-from kwiki.errors import (
-    BadRequest,
-    BuildDamaged,
-    Forbidden,
-    IndexMissing,
-    KwikiError,
-    PayloadTooLarge,
-    RequestTimeout,
-    Unauthorized,
-)
+from kwiki.errors import BadRequest, Forbidden, IndexMissing, KwikiError, RequestTimeout, Unauthorized
 from kwiki.index.results import PageResponse, SearchResponse
-from kwiki.service.limits import check_text
-from kwiki.settings import Settings, get_settings
+from kwiki.settings import Settings, load_settings
+
+from .core import Kwiki, SearchQuery, SearchRequest
 
 log = logging.getLogger("kwiki")
-
-
-class SearchRequest(BaseModel):
-    q: str = Field(..., description="The question, symptom, metric name or rule message")
-    k: int = Field(10, description="Number of pages to return")
-    type: list[str] = Field(default_factory=list)
-    tag: list[str] = Field(default_factory=list)
-    architecture: list[str] = Field(default_factory=list)
-    language: list[str] = Field(default_factory=list)
-    confidence: list[str] = Field(default_factory=list)
-    corpus: list[str] = Field(default_factory=list)
-
-
-class State:
-    """Holds the open searcher; ``reload`` builds the new one aside and swaps the reference."""
-
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
-        self.searcher = None
-        self.error: KwikiError | None = None
-        self.lock = threading.Lock()
-        self.embedder = None
-
-    def load(self) -> None:
-        from kwiki.index.search import Searcher
-
-        try:
-            try:
-                new = Searcher.open(self.settings.index_dir, embedder=self.embedder, threads=self.settings.embed_threads)
-            except KwikiError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - a truncated or corrupt file of the build, whatever raised
-                log.warning("kwiki: the build cannot be opened: %r", exc)
-                raise BuildDamaged(f"the index build cannot be opened ({type(exc).__name__})",
-                                   hint="rebuild it with `kwiki ingest --force`; the build served before is still served") from None
-        except KwikiError as exc:
-            if self.searcher is None:
-                self.error = exc
-            raise
-        if self.embedder is None:
-            self.embedder = new._embedder()  # load the model once, before serving
-            new.embedder = self.embedder
-        self.searcher, self.error = new, None
-
-    def get(self):
-        if self.searcher is None:
-            raise self.error or IndexMissing("no index loaded", hint="run `kwiki ingest`, then restart the server")
-        return self.searcher
-
-
-def search_filters(req: SearchRequest) -> dict[str, list[str]]:
-    return {n: getattr(req, n) for n in ("type", "tag", "architecture", "language", "confidence", "corpus")}
-
-
-def run_search(searcher, req: SearchRequest, settings: Settings) -> SearchResponse:
-    """The one search path: ``GET /search``, ``POST /search``, ``kwiki search --json`` and MCP all call this."""
-    check_text(req.q, *req.type, *req.tag, *req.architecture, *req.language, *req.confidence, *req.corpus)
-    resp = searcher.search(req.q, k=req.k, filters=search_filters(req), max_chars=settings.max_query_chars,
-                           max_k=settings.max_k)
-    if not req.type and searcher.has_experience:
-        # Candidates from the ledger come as their own tier, never mixed above curated pages.
-        from kwiki.service.ledger_search import experience_tier
-
-        resp.experience = experience_tier(searcher, req, settings)["hits"]
-    return resp
+T = TypeVar("T")
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
-    settings = settings or get_settings()
-    state = State(settings)
+    settings = settings or load_settings()
+    state = Kwiki(settings)
 
     @asynccontextmanager
-    async def lifespan(app: FastAPI):
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         try:
             state.load()
         except KwikiError as exc:  # serve /health and clear 503s rather than refuse to start
@@ -146,15 +71,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         log.exception("kwiki: unexpected error")  # the trace goes to the log, never to the client
         return JSONResponse({"error": {"code": "internal", "message": "internal error"}}, status_code=500)
 
-    async def call(fn, *args, **kwargs):
+    async def call(fn: Callable[..., T], *args: Any) -> T:
         try:
-            return await asyncio.wait_for(asyncio.to_thread(fn, *args, **kwargs), settings.request_timeout_s)
+            return await asyncio.wait_for(asyncio.to_thread(fn, *args), settings.request_timeout_s)
         except asyncio.TimeoutError:
             raise RequestTimeout(f"request took longer than {settings.request_timeout_s:.0f} s",
                                hint="narrow the query or retry") from None
 
     @app.get("/health")
-    def health() -> dict[str, Any]:
+    def health() -> Any:
         """Liveness and the manifest of the index being served."""
         if state.searcher is None:
             err = state.error or IndexMissing("no index loaded")
@@ -164,48 +89,34 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return {"status": "ok", "version": __version__, "index": manifest | {"corpora": sorted(state.searcher.manifest.corpora)}}
 
     @app.get("/search", response_model=SearchResponse)
-    async def search_get(
-        q: Annotated[str, Query(description="question, symptom, metric name or rule message")] = "",
-        k: Annotated[int, Query(description="number of pages (1..max_k)")] = 10,
-        type: Annotated[list[str], Query()] = [],  # noqa: B006 - FastAPI copies defaults
-        tag: Annotated[list[str], Query()] = [],  # noqa: B006
-        architecture: Annotated[list[str], Query()] = [],  # noqa: B006
-        language: Annotated[list[str], Query()] = [],  # noqa: B006
-        confidence: Annotated[list[str], Query()] = [],  # noqa: B006
-        corpus: Annotated[list[str], Query()] = [],  # noqa: B006
-    ) -> SearchResponse:
-        req = SearchRequest(q=q, k=k, type=type, tag=tag, architecture=architecture, language=language,
-                            confidence=confidence, corpus=corpus)
-        return await call(run_search, state.get(), req, settings)
+    async def search_get(req: Annotated[SearchQuery, Query()]) -> SearchResponse:
+        return await call(state.search, req)
 
     @app.post("/search", response_model=SearchResponse)
     async def search_post(req: SearchRequest) -> SearchResponse:
-        return await call(run_search, state.get(), req, settings)
+        return await call(state.search, req)
 
     @app.get("/pages/{page_id:path}", response_model=PageResponse)
     async def page(page_id: str) -> PageResponse:
-        return state.get().page(page_id)
+        return state.page(page_id)
 
     @app.post("/admin/reload")
     async def reload(request: Request) -> dict[str, Any]:
         """Switch to the newest build without dropping a request (needs ``KWIKI_ADMIN_TOKEN``)."""
         check_token(request, settings)
-        await asyncio.to_thread(_reload_locked, state)
+        await asyncio.to_thread(state.reload)
         return {"status": "ok", "index": state.get().manifest.model_dump()}
 
-    from kwiki.service import diagnose_api; app.include_router(diagnose_api.router)  # noqa: E702 - /diagnose, /signals
-    from kwiki.service import web; app.include_router(web.router)  # noqa: E702 - the search page (GET /)
-    from kwiki.service import ledger_api; app.include_router(ledger_api.router)  # noqa: E702 - GET|POST /ledger
+    from kwiki.service import diagnose_api, ledger_api, web
     from kwiki.service.limits import BodySizeLimit, HeadAsGet
+
+    app.include_router(diagnose_api.router)  # POST /diagnose, GET /signals
+    app.include_router(web.router)  # the search page (GET /)
+    app.include_router(ledger_api.router)  # GET|POST /ledger
 
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_upload_bytes)  # 413 before any endpoint reads a body
     app.add_middleware(HeadAsGet)  # HEAD on every GET route (health checks use it)
     return app
-
-
-def _reload_locked(state: State) -> None:
-    with state.lock:
-        state.load()
 
 
 HTTP_CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found", 405: "method_not_allowed",
@@ -219,7 +130,7 @@ class JSONCORSMiddleware(CORSMiddleware):
         resp = super().preflight_response(request_headers)
         if resp.status_code < 400:
             return resp
-        err = BadRequest(f"CORS preflight refused: {resp.body.decode(errors='replace')}",
+        err = BadRequest(f"CORS preflight refused: {bytes(resp.body).decode(errors='replace')}",
                          hint="the server's KWIKI_CORS_ORIGINS lists the allowed origins")
         return JSONResponse(err.to_dict(), status_code=resp.status_code)
 
@@ -234,5 +145,3 @@ def check_token(request: Request, settings: Settings) -> None:
             given.strip().encode("utf-8", "surrogateescape"), settings.admin_token.encode("utf-8")):
         raise Unauthorized("missing or wrong token", hint="send 'Authorization: Bearer $KWIKI_ADMIN_TOKEN'")
 
-
-__all__ = ["create_app", "run_search", "SearchRequest", "check_token", "PayloadTooLarge", "Body", "File", "Form", "UploadFile"]

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
 from kwiki import __version__
-from kwiki.service.cli_common import print_json, reported
-from kwiki.service.cli_common import settings as load_settings
+from kwiki.service.cli_common import load_settings, print_json, reported
+
+if TYPE_CHECKING:
+    from kwiki.ingest.models import PageSource
 
 app = typer.Typer(help="kwiki: ranked, sourced GPU-kernel optimization knowledge.", no_args_is_help=True,
                   pretty_exceptions_enable=False)
@@ -54,7 +56,7 @@ def ingest(
     from kwiki.index.build import build_index
     from kwiki.ingest.corpus import corpus_root
 
-    settings = load_settings(index_dir)
+    settings = load_settings(index_dir=index_dir)
     roots = [corpus_root(c) for c in corpus] if corpus else [corpus_root(p) for p in settings.corpora]
     console = Console(stderr=True)
     with reported(), Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -66,9 +68,9 @@ def ingest(
                 tasks[stage] = bar.add_task({"read": "reading pages", "embed": "embedding chunks"}.get(stage, stage), total=total)
             bar.update(tasks[stage], completed=done, total=total)
 
-        extra = _ledger_pages(ledger or [], console)
+        sources = _ledger_source(ledger or [], console)
         result = build_index(settings.index_dir, roots, threads=settings.embed_threads,
-                             max_page_bytes=settings.max_page_bytes, progress=progress, extra_pages=extra,
+                             max_page_bytes=settings.max_page_bytes, progress=progress, page_sources=sources,
                              skip_unchanged=not force, adapter=settings.embed_adapter)
     if json_out:
         print_json({"path": str(result.path), "unchanged": result.unchanged, "manifest": result.manifest.model_dump(),
@@ -81,18 +83,18 @@ def ingest(
     _print_report(console, result)
 
 
-def _ledger_pages(dirs: list[Path], console: Any) -> list:
-    """Pages for the candidates of ``kwiki ingest --ledger DIR`` (skipped lines are reported, not fatal)."""
+def _ledger_source(dirs: list[Path], console: Any) -> list[PageSource]:
+    """The candidates of ``kwiki ingest --ledger DIR`` as a page source (skipped lines are reported, not fatal)."""
     if not dirs:
         return []
     from rich.markup import escape
 
-    from kwiki.ingest.ledger_pages import ledger_pages
+    from kwiki.ledger import ledger_source
 
-    pages, problems = ledger_pages(dirs)
+    source, problems = ledger_source(dirs)
     for p in problems:
         console.print(f"[yellow]ledger: {escape(f'{p.file}:{p.line}: {p.reason}')} (skipped)", highlight=False)
-    return pages
+    return [source]
 
 
 def _print_report(console: Any, result: Any) -> None:
@@ -137,15 +139,14 @@ def search(
     json_out: JsonOut = False,
 ) -> None:
     """Search the index (the same code path as GET /search)."""
-    from kwiki.index.search import Searcher
-    from kwiki.service.app import SearchRequest, run_search
+    from kwiki.service.core import Kwiki, SearchRequest
 
-    settings = load_settings(index_dir)
     with reported():
-        searcher = Searcher.open(settings.index_dir, threads=settings.embed_threads)
+        kw = Kwiki(load_settings(index_dir=index_dir))
+        kw.load()
         req = SearchRequest(q=query, k=k, type=type or [], tag=tag or [], architecture=architecture or [],
                             language=language or [], confidence=confidence or [], corpus=corpus or [])
-        resp = run_search(searcher, req, settings)
+        resp = kw.search(req)
     if json_out:
         print_json(resp)
         return
@@ -189,10 +190,11 @@ def page(
 ) -> None:
     """Show a page with its sources and artifacts (the same as GET /pages/{id})."""
     from kwiki.index.search import Searcher
+    from kwiki.service.core import page_view
 
-    settings = load_settings(index_dir)
+    settings = load_settings(index_dir=index_dir)
     with reported():
-        resp = Searcher.open(settings.index_dir).page(page_id)
+        resp = page_view(Searcher.open(settings.index_dir), page_id)  # no query: the model is never loaded
     if json_out:
         print_json(resp)
         return
@@ -221,7 +223,7 @@ def serve(
 
     from kwiki.index.build import current_build
 
-    settings = load_settings(index_dir, host=host, port=port)
+    settings = load_settings(index_dir=index_dir, host=host, port=port)
     if build_if_missing and not (current_build(settings.index_dir) / "manifest.json").exists():
         typer.echo(f"no index at {settings.index_dir}: building it from {', '.join(map(str, settings.corpora))}", err=True)
         # In a child process: the build's peak memory (1.1 GB served after an in-process build, 445 MB
@@ -265,7 +267,7 @@ def eval_(
     from kwiki.evals.runner import METHODS
     from kwiki.index.params import parse_overrides
 
-    settings = load_settings(index_dir)
+    settings = load_settings(index_dir=index_dir)
     suites = ["corpus", "kernelwiki"] if suite == "all" else [suite]
     chosen = [m.strip() for m in methods.split(",") if m.strip()] or list(METHODS)
     console = Console(stderr=True)
@@ -345,12 +347,11 @@ def diagnose(
     """Diagnose an Nsight Compute export: verdict, fired signals, evidence, the next ncu command and the pages that fix
     them (same as POST /diagnose). With --baseline, compare it with the parent's export."""
     from kwiki.errors import BadInput, KwikiError
-    from kwiki.index.search import Searcher
     from kwiki.profiling.compare import Comparison
     from kwiki.service.cli_profile import print_comparison, print_diagnosis
-    from kwiki.service.diagnose_api import diagnose_request
+    from kwiki.service.core import Kwiki
 
-    settings = load_settings(index_dir)
+    settings = load_settings(index_dir=index_dir)
     limit = settings.max_upload_bytes  # the same bound as an upload: /dev/zero is not read for ever
     try:
         data = _read_bounded(path, limit)
@@ -367,13 +368,13 @@ def diagnose(
     with reported():
         if candidate and base is None:
             raise BadInput("--candidate attaches a comparison: it needs --baseline", hint="use --record to attach a single diagnosis")
+        kw = Kwiki(settings)
         try:
-            searcher = Searcher.open(settings.index_dir, threads=settings.embed_threads)
+            kw.load()
         except KwikiError as exc:
-            searcher = None
             typer.echo(f"note: {exc.message}; diagnosing without ranked pages ({exc.hint})", err=True)
-        resp = diagnose_request(data=data, filename=path.name, searcher=searcher, k=k, max_bytes=settings.max_upload_bytes,
-                                baseline=base, baseline_filename=baseline.name if baseline else "", kernel=kernel, source=src)
+        resp = kw.diagnose(data=data, filename=path.name, k=k, baseline=base,
+                           baseline_filename=baseline.name if baseline else "", kernel=kernel, source=src)
         if isinstance(resp, Comparison):
             if candidate:
                 from kwiki.service.cli_ledger import record_comparison
@@ -407,10 +408,9 @@ def diagnose(
 @app.command()
 def signals(json_out: JsonOut = False) -> None:
     """List the NCU signals kwiki evaluates and its metric catalog (same as GET /signals)."""
-    from kwiki.profiling import catalog
-    from kwiki.profiling import signals as sig
+    from kwiki.service.core import signals_doc
 
-    doc = {"signals": sig.as_list(), "metrics": catalog.load_catalog().as_list()}
+    doc = signals_doc()
     if json_out:
         print_json(doc)
         return
@@ -420,10 +420,12 @@ def signals(json_out: JsonOut = False) -> None:
 
 
 from kwiki.service.mcp_cli import mcp_command  # noqa: E402 - light module; imports the SDK only when run
+
 app.command("mcp")(mcp_command)
 
 
 from kwiki.service.cli_ledger import app as ledger_app  # noqa: E402 - light module (typer only at import)
+
 app.add_typer(ledger_app, name="ledger")
 
 

@@ -1,7 +1,7 @@
-"""What every CLI command shares: settings, kwiki errors as exit status 2, JSON output.
+"""What every CLI command shares: kwiki errors as exit status 2, JSON output.
 
     >>> with reported():                                       # doctest: +SKIP
-    ...     resp = Searcher.open(settings.index_dir).page(page_id)
+    ...     resp = Searcher.open(load_settings().index_dir).page(page_id)
     >>> print_json(resp)                                       # doctest: +SKIP
 """
 
@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import sys
 from contextlib import contextmanager
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
 import typer
@@ -18,19 +17,16 @@ import typer
 if TYPE_CHECKING:
     from kwiki.settings import Settings
 
-
-def settings(index_dir: Path | None = None, **overrides: Any) -> Settings:
-    """The one Settings object, with command-line overrides (None = not given)."""
+def load_settings(**overrides: Any) -> Settings:
+    """:func:`kwiki.settings.load_settings` for a command: a bad ``KWIKI_*`` variable is an error line naming it
+    and exit status 2, not a traceback."""
     from pydantic import ValidationError
 
-    from kwiki.settings import Settings
+    from kwiki import settings
 
-    values = {k: v for k, v in overrides.items() if v is not None}
-    if index_dir is not None:
-        values["index_dir"] = index_dir
     try:
-        return Settings(**values)
-    except ValidationError as exc:  # a bad KWIKI_* variable: say which and what is expected, not a traceback
+        return settings.load_settings(**overrides)
+    except ValidationError as exc:
         for e in exc.errors()[:5]:
             name = "KWIKI_" + "_".join(str(p) for p in e["loc"][:1]).upper()
             typer.secho(f"error: {name}: {e['msg'].removeprefix('Value error, ')}", fg="red", err=True)

@@ -18,12 +18,17 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from kwiki.service.cli_common import print_json, reported
-from kwiki.service.cli_common import settings as load_settings
+from kwiki.service.cli_common import load_settings, print_json, reported
+
+if TYPE_CHECKING:
+    from kwiki.ledger import Candidate, Ledger
+    from kwiki.profiling.compare import Comparison
+    from kwiki.profiling.diagnose import DiagnoseResponse
+    from kwiki.settings import Settings
 
 app = typer.Typer(help="The candidate ledger: every kernel candidate tried, its parent, mechanism and outcome.",
                   no_args_is_help=True)
@@ -32,12 +37,10 @@ Workspace = Annotated[Optional[Path], typer.Option("--workspace", "-w", help="Le
 JsonOut = Annotated[bool, typer.Option("--json", help="Print JSON (the same document the HTTP API returns)")]
 
 
-def _ledger(workspace: Path | None):
-    from kwiki.ingest.ledger import Ledger
-    from kwiki.ingest.ledger_ops import workspace_dir
-    from kwiki.settings import Settings
+def _ledger(workspace: Path | None) -> Ledger:
+    from kwiki.ledger import Ledger, workspace_dir
 
-    return Ledger(workspace_dir(Settings(), workspace))
+    return Ledger(workspace_dir(load_settings(), workspace))
 
 
 def _warn_problems(problems: list[Any]) -> None:
@@ -81,7 +84,7 @@ def add(
 ) -> None:
     """Append a candidate (or a new version of one: same task and id) to the ledger."""
     from kwiki.errors import BadRequest
-    from kwiki.ingest.ledger import Candidate
+    from kwiki.ledger import Candidate
 
     with reported():
         led = _ledger(workspace)
@@ -148,7 +151,7 @@ def list_(
     json_out: JsonOut = False,
 ) -> None:
     """List candidates (newest version of each), with status and reason."""
-    from kwiki.ingest.ledger_ops import filter_candidates
+    from kwiki.ledger import filter_candidates
 
     with reported():
         led = _ledger(workspace)
@@ -175,7 +178,7 @@ def show(
     json_out: JsonOut = False,
 ) -> None:
     """Show one candidate: its record, rendered like its search page."""
-    from kwiki.ingest.ledger_pages import render_body
+    from kwiki.ledger import render_body
 
     with reported():
         c = _ledger(workspace).read().get(cand)
@@ -194,7 +197,7 @@ def tree(
     json_out: JsonOut = False,
 ) -> None:
     """The lineage of candidates per task; * marks the path to every promoted candidate."""
-    from kwiki.ingest.ledger_tree import lineage, render_tree
+    from kwiki.ledger import lineage, render_tree
 
     with reported():
         read = _ledger(workspace).read()
@@ -213,7 +216,7 @@ def import_(
     json_out: JsonOut = False,
 ) -> None:
     """Append the candidates of another folder; ones already recorded identically are skipped."""
-    from kwiki.ingest.ledger_ops import import_dir
+    from kwiki.ledger import import_dir
 
     with reported():
         led = _ledger(workspace)
@@ -236,14 +239,12 @@ def search(
     json_out: JsonOut = False,
 ) -> None:
     """The pages that explain the question, then the candidates that tried a fix, with their outcome."""
-    from kwiki.index.search import Searcher
-    from kwiki.service.app import SearchRequest
-    from kwiki.service.ledger_search import tiered_search
+    from kwiki.service.core import Kwiki, SearchRequest
 
-    settings = load_settings(index_dir)
     with reported():
-        searcher = Searcher.open(settings.index_dir, threads=settings.embed_threads)
-        tiers = tiered_search(searcher, SearchRequest(q=query, k=k), settings, experience_k, status)
+        kw = Kwiki(load_settings(index_dir=index_dir))
+        kw.load()
+        tiers = kw.tiered_search(SearchRequest(q=query, k=k), experience_k, status)
     if json_out:
         print_json(tiers)
         return
@@ -259,32 +260,29 @@ def search(
         typer.echo("    none" + ("" if tiers["experience"]["total_candidates"] else " (ingest with --ledger DIR)"))
 
 
-def record_diagnosis(candidate_id: str, diagnosis: Any, workspace: Path | None = None, settings: Any = None,
-                     report_path: str | None = None) -> Any:
+def record_diagnosis(candidate_id: str, diagnosis: DiagnoseResponse, workspace: Path | None = None,
+                     settings: Settings | None = None, report_path: str | None = None) -> Candidate:
     """``kwiki diagnose FILE --record CANDIDATE``: attach the diagnosis to the candidate (a note goes to stderr).
 
-    ``diagnosis`` is a ``DiagnoseResponse`` (or its dict). Returns the new version of the candidate.
+    Returns the new version of the candidate.
     """
-    from kwiki.ingest.ledger import Ledger
-    from kwiki.ingest.ledger_ops import attach_diagnosis, workspace_dir
-    from kwiki.settings import Settings
+    from kwiki.ledger import Ledger, attach_diagnosis, workspace_dir
 
-    led = Ledger(workspace_dir(settings or Settings(), workspace))
+    led = Ledger(workspace_dir(settings or load_settings(), workspace))
     cand = attach_diagnosis(led, candidate_id, diagnosis, report_path=report_path)
     signals = ", ".join(cand.evidence.signals[:5]) or "no signal"
     typer.echo(f"recorded on {cand.key} in {led.candidates_path}: {signals}", err=True)
     return cand
 
 
-def record_comparison(candidate_id: str, comparison: Any, workspace: Path | None = None, settings: Any = None) -> Any:
+def record_comparison(candidate_id: str, comparison: Comparison, workspace: Path | None = None,
+                      settings: Settings | None = None) -> Candidate:
     """``kwiki diagnose AFTER --baseline BEFORE --candidate ID``: attach the comparison (its after-diagnosis as the
     evidence, the comparison under ``evidence.comparison``); a note goes to stderr. Returns the new version."""
-    from kwiki.ingest.ledger import Ledger
-    from kwiki.ingest.ledger_ops import workspace_dir
-    from kwiki.profiling.compare import attach_comparison
-    from kwiki.settings import Settings
+    from kwiki.ledger import Ledger, workspace_dir
+    from kwiki.service.diagnosis import attach_comparison
 
-    led = Ledger(workspace_dir(settings or Settings(), workspace))
+    led = Ledger(workspace_dir(settings or load_settings(), workspace))
     cand = attach_comparison(led, candidate_id, comparison)
     typer.echo(f"recorded on {cand.key} in {led.candidates_path}: {comparison.verdict} "
                f"({comparison.speedup or 0:.2f}x against {comparison.before})", err=True)

@@ -40,8 +40,8 @@ def _launch(launch: LaunchDiagnosis) -> None:
         t = launch.timeline
         typer.echo(f"  timeline ({t.samples} samples x {t.interval_us:g} us, {t.activity.split('.TriageCompute.')[-1]}):")
         typer.echo(f"    {t.sparkline}")
-        for ev in t.evidence + t.warnings:
-            typer.echo(f"    {ev}")
+        for line in t.evidence + t.warnings:
+            typer.echo(f"    {line}")
     if launch.next_step is not None:
         s = launch.next_step
         typer.echo(f"  next: {s.command}")

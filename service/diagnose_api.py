@@ -3,7 +3,8 @@
     curl -F file=@kernel.raw.csv 127.0.0.1:8000/diagnose
     curl -H 'content-type: application/json' -d '{"metrics": {"launch__grid_size": 32}}' 127.0.0.1:8000/diagnose
 
-The CLI's ``kwiki diagnose`` calls :func:`diagnose_request` too, so both give the same document.
+Both call the service core (:func:`kwiki.service.diagnosis.diagnose_request`), as the CLI's ``kwiki diagnose``
+and MCP do, so all give the same document.
 """
 
 from __future__ import annotations
@@ -13,59 +14,11 @@ from typing import Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
-from kwiki.errors import BadInput, KwikiError, PayloadTooLarge
+from kwiki.errors import BadInput
+
+from .core import Kwiki, signals_doc
 
 router = APIRouter()
-
-
-def _searcher(request: Request):
-    """The open index, or None: a diagnosis still works without one (no ranked pages then)."""
-    try:
-        return request.app.state.kwiki.get()
-    except KwikiError:
-        return None
-
-
-def diagnose_request(*, data: bytes | None = None, filename: str = "", metrics: dict | None = None,
-                     text: str | None = None, searcher: Any = None, k: int = 5, max_bytes: int = 20 << 20,
-                     baseline: bytes | None = None, baseline_filename: str = "", kernel: str | None = None,
-                     source: bytes | None = None, deadline: float | None = None):
-    """The one diagnose path for HTTP, CLI and MCP: exactly one of data/metrics/text; with ``baseline`` (the
-    parent's export) a :class:`~kwiki.profiling.compare.Comparison` of ``data`` against it instead; ``source`` (the
-    same report's ``--page source --csv`` export) adds its hotspots.
-
-    ``deadline`` (``time.monotonic()``) stops a diagnosis with a 503 ``timeout`` once passed, so the work
-    stops with the answer rather than running on in its thread."""
-    from kwiki.profiling.diagnose import diagnose_bytes, diagnose_metrics, diagnose_text
-
-    given = [x is not None for x in (data, metrics, text)]
-    if sum(given) != 1:
-        raise BadInput("give one of: a file upload, a metrics object, or text",
-                       hint='multipart field "file", or JSON {"metrics": {...}} or {"text": "..."}')
-    if baseline is not None:
-        from kwiki.profiling.compare import compare_bytes
-
-        if data is None:
-            raise BadInput("a baseline needs the candidate's export to compare with it", hint='multipart fields "file" and "baseline"')
-        for blob, name in ((data, filename or "upload"), (baseline, baseline_filename or "baseline")):
-            if len(blob) > max_bytes:
-                raise PayloadTooLarge(f"{name} is {len(blob)} bytes; the limit is {max_bytes}", hint="export only the kernels you need (ncu -k NAME -c N)")
-        return compare_bytes(baseline, baseline_filename or "baseline", data, filename or "upload", searcher=searcher, k=k,
-                             max_bytes=max_bytes, kernel=kernel, deadline=deadline)
-    if data is not None:
-        if len(data) > max_bytes or (source is not None and len(source) > max_bytes):
-            raise PayloadTooLarge(f"upload is {max(len(data), len(source or b''))} bytes; the limit is {max_bytes}",
-                                  hint="export only the kernels you need (ncu -k NAME -c N)")
-        resp = diagnose_bytes(data, filename or "upload", searcher=searcher, k=k, max_bytes=max_bytes, kernel=kernel,
-                              deadline=deadline)
-        if source is not None:
-            from kwiki.profiling.hotspots import parse_source_page
-
-            resp.hotspots = parse_source_page(source)
-        return resp
-    if metrics is not None:
-        return diagnose_metrics(metrics, searcher=searcher, k=k, deadline=deadline)
-    return diagnose_text(text or "", searcher=searcher, k=k, deadline=deadline)
 
 
 @router.post("/diagnose")
@@ -79,7 +32,8 @@ async def diagnose(request: Request, k: int = Query(5, description="pages per si
     gets them too)."""
     from kwiki.service.limits import check_json_text, within_deadline
 
-    settings = request.app.state.kwiki.settings
+    state: Kwiki = request.app.state.kwiki
+    settings = state.settings
     ctype = request.headers.get("content-type", "")
     kwargs: dict[str, Any] = {}
     if ctype.startswith("multipart/form-data"):
@@ -116,17 +70,13 @@ async def diagnose(request: Request, k: int = Query(5, description="pages per si
 
     def diagnose_json(**kw: Any) -> bytes:
         # serialized in the worker thread too: 1,000 launches are megabytes of JSON, which held the event loop
-        return diagnose_request(**kw).model_dump_json().encode()
+        return state.diagnose(**kw).model_dump_json().encode()
 
-    answer = await within_deadline(settings.request_timeout_s, diagnose_json, searcher=_searcher(request), k=k,
-                                   max_bytes=settings.max_upload_bytes, **kwargs)
+    answer = await within_deadline(settings.request_timeout_s, diagnose_json, k=k, **kwargs)
     return Response(answer, media_type="application/json")
 
 
 @router.get("/signals")
 def signals() -> dict[str, Any]:
     """The NCU signals kwiki evaluates and the metric catalog (canonical ids and names per GPU)."""
-    from kwiki.profiling import catalog
-    from kwiki.profiling import signals as sig
-
-    return {"signals": sig.as_list(), "metrics": catalog.load_catalog().as_list()}
+    return signals_doc()

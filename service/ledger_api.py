@@ -22,15 +22,26 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
 from kwiki.errors import BadRequest, PayloadTooLarge, RequestTimeout
-from kwiki.ingest.ledger import MAX_RECORD_BYTES, STATUSES, Candidate, Ledger
-from kwiki.ingest.ledger_ops import filter_candidates, workspace_dir
-from kwiki.ingest.ledger_pages import indexed_candidates, ledger_summary, page_id
+from kwiki.ledger import (
+    MAX_RECORD_BYTES,
+    STATUSES,
+    Candidate,
+    Ledger,
+    filter_candidates,
+    indexed_candidates,
+    ledger_summary,
+    page_id,
+    workspace_dir,
+)
+
+from .core import Kwiki, TieredQuery
 
 router = APIRouter(tags=["ledger"])
 
 
-def _state(request: Request) -> Any:
-    return request.app.state.kwiki
+def _state(request: Request) -> Kwiki:
+    state: Kwiki = request.app.state.kwiki
+    return state
 
 
 def _ledger(request: Request) -> Ledger:
@@ -46,7 +57,7 @@ def _known_candidates(request: Request) -> list[Candidate]:
     merged: dict[str, Candidate] = {}
     searcher = _state(request).searcher
     if searcher is not None:
-        merged.update({c.key: c for c in indexed_candidates(searcher)})
+        merged.update({c.key: c for c in indexed_candidates(searcher.pages.values())})
     merged.update({c.key: c for c in _ledger(request).read().candidates})
     return list(merged.values())
 
@@ -65,7 +76,8 @@ async def ledger_list(
     if applies_to:
         cands = await asyncio.to_thread(_known_candidates, request)
         cands = filter_candidates(cands, task=task, status=status, kernel=kernel)
-        return ledger_summary(_state(request).searcher, applies_to, candidates=cands)
+        searcher = _state(request).searcher
+        return ledger_summary(applies_to, cands, searcher.find_page(applies_to) if searcher is not None else None)
     led = _ledger(request)
     read = await asyncio.to_thread(led.read)
     cands = filter_candidates(read.candidates, task=task, status=status, kernel=kernel)
@@ -79,26 +91,13 @@ async def ledger_list(
 
 
 @router.get("/ledger/search")
-async def ledger_search(
-    request: Request,
-    q: Annotated[str, Query(description="question, symptom or metric")] = "",
-    k: Annotated[int, Query(description="number of knowledge pages")] = 10,
-    experience_k: Annotated[int, Query(ge=1, le=50, description="number of candidates")] = 5,
-    status: Annotated[str | None, Query(description="only candidates with this status, e.g. rejected")] = None,
-    type: Annotated[list[str], Query()] = [],  # noqa: B006 - FastAPI copies defaults
-    tag: Annotated[list[str], Query()] = [],  # noqa: B006
-    architecture: Annotated[list[str], Query()] = [],  # noqa: B006
-) -> dict[str, Any]:
-    """The pages that explain the question, then the candidates that tried a fix, each with its status."""
-    from kwiki.service.app import SearchRequest
-    from kwiki.service.ledger_search import tiered_search
-
+async def ledger_search(request: Request, req: Annotated[TieredQuery, Query()]) -> dict[str, Any]:
+    """The pages that explain the question, then the candidates that tried a fix, each with its status
+    (every search filter applies to both)."""
     state = _state(request)
-    req = SearchRequest(q=q, k=k, type=type, tag=tag, architecture=architecture)
     limit = state.settings.request_timeout_s * 2  # two searches: the pages, then the candidates
     try:
-        return await asyncio.wait_for(
-            asyncio.to_thread(tiered_search, state.get(), req, state.settings, experience_k, status), limit)
+        return await asyncio.wait_for(asyncio.to_thread(state.tiered_search, req, req.experience_k, req.status), limit)
     except asyncio.TimeoutError:  # a 500 before
         raise RequestTimeout(f"request took longer than {limit:.0f} s", hint="narrow the query or retry") from None
 

@@ -120,20 +120,8 @@ async def within_deadline(timeout_s: float, fn: Callable[..., T], *args: Any, **
         raise RequestTimeout(f"request took longer than {timeout_s:.0f} s", hint="narrow the request or retry") from None
 
 
-def check_text(*values: str) -> None:
-    """Refuse text that is not valid Unicode (a lone surrogate such as ``"\\ud800"`` from a JSON escape):
-    the tokenizer, the index and the JSON encoder of the answer all fail on it, which was a 500."""
-    for value in values:
-        if isinstance(value, str):
-            try:
-                value.encode("utf-8")
-            except UnicodeEncodeError as exc:
-                raise BadRequest(f"text contains a lone surrogate at character {exc.start}",
-                                 hint="send valid Unicode: a \\ud800-\\udfff escape must be half of a pair") from None
-
-
 def check_json_text(doc: object) -> None:
-    """:func:`check_text` for every string (keys included) of a parsed JSON document."""
+    """:func:`kwiki.service.core.check_text` for every string (keys included) of a parsed JSON document."""
     try:
         json.dumps(doc, ensure_ascii=False).encode("utf-8")
     except UnicodeEncodeError as exc:

@@ -18,11 +18,11 @@ def mcp_command(
     index_dir: Annotated[Optional[Path], typer.Option("--index-dir", help="Index root (default: $KWIKI_INDEX_DIR or .kwiki/index)")] = None,
 ) -> None:
     """Serve kwiki's tools (search, get_page, diagnose, list_signals) to coding agents over MCP."""
-    from kwiki.settings import Settings
+    from kwiki.settings import load_settings
 
     from .mcp_server import serve
 
-    settings = Settings(index_dir=index_dir) if index_dir is not None else Settings()
+    settings = load_settings(index_dir=index_dir)
     if http:
         typer.echo(f"kwiki MCP server on http://127.0.0.1:{port}/mcp", err=True)
     serve(settings, http=http, port=port)

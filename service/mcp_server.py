@@ -3,8 +3,8 @@
     kwiki mcp                     # stdio, for an agent that launches it
     kwiki mcp --http --port 8765  # streamable HTTP on http://127.0.0.1:8765/mcp
 
-Tools: ``search``, ``get_page``, ``diagnose``, ``list_signals``. Every tool calls the code the HTTP API
-calls (``run_search``, ``Searcher.page``, ``diagnose_request``, ``signals.as_list``) and returns a compact
+Tools: ``search``, ``get_page``, ``diagnose``, ``list_signals``. Every tool calls the service core the HTTP API
+calls (:mod:`kwiki.service.core`: search, page, diagnose, signals) and returns a compact
 projection (:mod:`kwiki.service.compact`) of the same response. A failure the caller can fix (bad
 argument, unknown page, no index) comes back as a tool error (``is_error``) whose text says what to do.
 
@@ -25,11 +25,22 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, Field
 
 from kwiki import __version__
-from kwiki.errors import BadInput, IndexMissing, KwikiError
+from kwiki.errors import BadInput, KwikiError
+from kwiki.profiling.compare import Comparison
+from kwiki.profiling.diagnose import DiagnoseResponse
 from kwiki.settings import Settings
 
-from .compact import (CompactComparison, CompactDiagnosis, CompactPage, CompactSearch, compact_comparison, compact_diagnosis, compact_page,
-                      compact_search)
+from .compact import (
+    CompactComparison,
+    CompactDiagnosis,
+    CompactPage,
+    CompactSearch,
+    compact_comparison,
+    compact_diagnosis,
+    compact_page,
+    compact_search,
+)
+from .core import Kwiki, SearchFilters, SearchRequest
 
 if TYPE_CHECKING:
     from mcp.shared._context_streams import ContextSendStream
@@ -50,17 +61,6 @@ signals diagnose can detect. Prefer pages tagged `verified` or `source-reported`
 `experimental` claims need checking against the listed sources."""
 
 
-class SearchFilters(BaseModel):
-    """Optional filters; values within one filter are OR-ed, filters are AND-ed."""
-
-    type: list[str] = Field(default_factory=list, description="Page types, e.g. pattern, technique, hardware, source-pr")
-    architecture: list[str] = Field(default_factory=list, description="sm90, sm100 or a GPU name: H100, H200, B200")
-    confidence: list[str] = Field(default_factory=list, description="verified, source-reported, inferred, experimental")
-    corpus: list[str] = Field(default_factory=list, description="Corpus names, e.g. kwiki, kernelwiki")
-    tag: list[str] = Field(default_factory=list, description="Tags, techniques, hardware features or symptoms")
-    language: list[str] = Field(default_factory=list, description="Kernel languages, e.g. cuda, cute, triton")
-
-
 class SignalInfo(BaseModel):
     id: str
     title: str
@@ -74,26 +74,18 @@ class SignalList(BaseModel):
 
 
 class Backend:
-    """The open index, loaded on first use (and retried on each call until an index exists)."""
+    """The service core (the same one the HTTP app holds), its index loaded on first use (and retried on each
+    call until an index exists)."""
 
     def __init__(self, settings: Settings) -> None:
-        from .app import State  # the same holder the HTTP app uses
-
         self.settings = settings
-        self.state = State(settings)
-
-    def searcher(self) -> Any:
-        if self.state.searcher is None:
-            with self.state.lock:
-                if self.state.searcher is None:
-                    self.state.load()
-        return self.state.get()
+        self.core = Kwiki(settings, lazy=True)
 
     def warm(self) -> None:
         """Open the index and load the model in the background so the first call is quick."""
         def run() -> None:
             try:
-                self.searcher()
+                self.core.get()
             except KwikiError as exc:
                 log.warning("kwiki mcp: %s (%s)", exc.message, exc.hint)
         threading.Thread(target=run, name="kwiki-warm", daemon=True).start()
@@ -133,8 +125,6 @@ def signal_list() -> SignalList:
 
 def build_server(settings: Settings, backend: Backend | None = None) -> MCPServer:
     """The MCP server with kwiki's four tools (not started)."""
-    from .app import SearchRequest, run_search
-
     kw = backend or Backend(settings)
     server = MCPServer("kwiki", title="kwiki", version=__version__, instructions=INSTRUCTIONS,
                        description="Ranked, sourced GPU-kernel optimization knowledge (Hopper, Blackwell)")
@@ -150,7 +140,7 @@ def build_server(settings: Settings, backend: Backend | None = None) -> MCPServe
     ) -> CompactSearch:
         f = filters or SearchFilters()
         req = SearchRequest(q=query, k=k, **f.model_dump())
-        return _guarded(lambda: compact_search(run_search(kw.searcher(), req, kw.settings)))
+        return _guarded(lambda: compact_search(kw.core.search(req)))
 
     @server.tool(description=(
         "Get one page by id (from a search hit or a source reference): its whole markdown body, facets, "
@@ -158,7 +148,7 @@ def build_server(settings: Settings, backend: Backend | None = None) -> MCPServe
     def get_page(
         id: Annotated[str, Field(description="Page id, e.g. pattern-tail-effect or kernelwiki:pattern-tail-effect", min_length=1)],
     ) -> CompactPage:
-        return _guarded(lambda: compact_page(kw.searcher().page(id)))
+        return _guarded(lambda: compact_page(kw.core.page(id)))
 
     @server.tool(description=(
         "Diagnose an Nsight Compute profile. Give exactly one of: `path` (a file on this machine: `ncu --page raw "
@@ -202,19 +192,15 @@ def build_server(settings: Settings, backend: Backend | None = None) -> MCPServe
 
 
 def _diagnose(kw: Backend, path: str | None, metrics: dict[str, Any] | None, text: str | None, k: int,
-              source: str | None = None) -> Any:
-    """Read ``path`` if given, then call ``diagnose_request``: the function POST /diagnose and the CLI call."""
-    from .diagnose_api import diagnose_request
-
-    try:
-        searcher = kw.searcher()
-    except IndexMissing:
-        searcher = None  # the diagnosis itself needs no index; only the ranked pages do
+              source: str | None = None) -> DiagnoseResponse:
+    """Read ``path`` if given, then diagnose with the core, as POST /diagnose and the CLI do."""
+    searcher = kw.core.get_or_none()  # the diagnosis itself needs no index; only the ranked pages do
     limit = kw.settings.max_upload_bytes
     data, filename = _read_export(path, limit) if path is not None else (None, "")
     src = _read_export(source, limit)[0] if source is not None else None
-    resp = diagnose_request(data=data, filename=filename, metrics=metrics, text=text, searcher=searcher, k=k,
-                            max_bytes=limit, source=src, deadline=time.monotonic() + kw.settings.request_timeout_s)
+    resp = kw.core.diagnose(data=data, filename=filename, metrics=metrics, text=text, k=k, searcher=searcher, source=src,
+                            deadline=time.monotonic() + kw.settings.request_timeout_s)
+    assert isinstance(resp, DiagnoseResponse)  # no baseline: a diagnosis, never a comparison
     if searcher is None:
         resp.warnings.append("no index loaded, so no pages are ranked: run `kwiki ingest`")
     return resp
@@ -233,14 +219,14 @@ def _read_export(path: str, limit: int) -> tuple[bytes, str]:
     return data, file.name
 
 
-def _compare(kw: Backend, path: str, baseline: str, kernel: str | None) -> Any:
-    """Read both exports, then ``diagnose_request`` with a baseline: what POST /diagnose and the CLI call."""
-    from .diagnose_api import diagnose_request
-
+def _compare(kw: Backend, path: str, baseline: str, kernel: str | None) -> Comparison:
+    """Read both exports, then diagnose with a baseline through the core: what POST /diagnose and the CLI call."""
     limit = kw.settings.max_upload_bytes
     data, name = _read_export(path, limit)
     base, base_name = _read_export(baseline, limit)
-    return diagnose_request(data=data, filename=name, baseline=base, baseline_filename=base_name, kernel=kernel, max_bytes=limit)
+    resp = kw.core.diagnose(data=data, filename=name, baseline=base, baseline_filename=base_name, kernel=kernel)
+    assert isinstance(resp, Comparison)
+    return resp
 
 
 def serve(settings: Settings, http: bool = False, port: int = 8765) -> None:
@@ -315,7 +301,7 @@ class _CheckedStdin:
             code, message, rid = problem
             log.warning("kwiki mcp: %s", message)
             if self.write_stream is not None:
-                error = types.JSONRPCError(jsonrpc="2.0", id=rid, error=types.ErrorData(code=code, message=message))
+                error = types.JSONRPCError(jsonrpc="2.0", id=rid if isinstance(rid, (int, str)) else None, error=types.ErrorData(code=code, message=message))
                 await self.write_stream.send(SessionMessage(error))
 
 

@@ -85,7 +85,7 @@ class BoundedH11Protocol(H11Protocol):
     def _arm_head_deadline(self) -> None:
         self._cancel_head_deadline()
         armed_for = self.cycle
-        self._head_timer = self.loop.call_later(self.header_timeout_s, self._head_deadline_passed, armed_for)
+        self._head_timer: asyncio.TimerHandle | None = self.loop.call_later(self.header_timeout_s, self._head_deadline_passed, armed_for)
 
     def _cancel_head_deadline(self) -> None:
         timer = getattr(self, "_head_timer", None)

@@ -23,6 +23,11 @@ from markdown_it import MarkdownIt
 from markupsafe import Markup, escape
 
 from kwiki.errors import BadInput, BadRequest, KwikiError, NotFound
+from kwiki.index.results import PageResponse
+from kwiki.index.search import Searcher
+from kwiki.profiling.diagnose import DiagnoseResponse, PageRef
+
+from .core import Kwiki, SearchFilters, SearchRequest
 
 HERE = Path(__file__).resolve().parent
 STATIC = HERE / "static"
@@ -77,7 +82,7 @@ def _link_open(renderer: Any, tokens: list, idx: int, options: Any, env: dict) -
 _md.add_render_rule("link_open", _link_open)
 
 
-def page_links(searcher: Any, page: Any) -> dict[str, str]:
+def page_links(searcher: Searcher, page: PageResponse) -> dict[str, str]:
     """Relative markdown links of ``page`` that name another page of the same corpus -> that page's key."""
     import posixpath
 
@@ -112,18 +117,12 @@ templates.env.filters["highlight"] = highlight
 templates.env.filters["http_url"] = http_url
 
 
-def _state(request: Request) -> Any:
-    return request.app.state.kwiki
+def _state(request: Request) -> Kwiki:
+    state: Kwiki = request.app.state.kwiki
+    return state
 
 
-def _searcher_or_none(request: Request) -> Any:
-    try:
-        return _state(request).get()
-    except KwikiError:
-        return None
-
-
-def _facet_options(searcher: Any) -> dict[str, list[str]]:
+def _facet_options(searcher: Searcher | None) -> dict[str, list[str]]:
     if searcher is None:
         return {"type": [], "architecture": list(GPU_NAMES), "confidence": list(CONFIDENCE), "corpus": []}
     pages = searcher.pages.values()
@@ -143,30 +142,28 @@ def _render(request: Request, name: str, status: int = 200, **context: Any) -> H
     return templates.TemplateResponse(request, name, context, status_code=status)
 
 
-@router.get("/", response_class=HTMLResponse)
-def search_page(
-    request: Request,
-    q: Annotated[str, Query()] = "",
-    k: Annotated[str, Query()] = "10",  # read as text: a bad value is shown on the page, not answered with JSON
-    type: Annotated[list[str], Query()] = [],  # noqa: B006 - FastAPI copies defaults
-    architecture: Annotated[list[str], Query()] = [],  # noqa: B006
-    confidence: Annotated[list[str], Query()] = [],  # noqa: B006
-    corpus: Annotated[list[str], Query()] = [],  # noqa: B006
-) -> HTMLResponse:
-    """The search page; with ``q`` it runs the same search as ``GET /search`` and shows the hits as cards."""
-    from .app import SearchRequest, run_search
+class PageQuery(SearchFilters):
+    """The search page's query string: the filters every surface declares (``SearchFilters``), the query, and
+    ``k`` read as text, so a bad value is shown on the page rather than answered with JSON."""
 
+    q: str = ""
+    k: str = "10"
+
+
+@router.get("/", response_class=HTMLResponse)
+def search_page(request: Request, page: Annotated[PageQuery, Query()]) -> HTMLResponse:
+    """The search page; with ``q`` it runs the same search as ``GET /search`` and shows the hits as cards."""
     state = _state(request)
-    # Empty selects submit "", which means "any".
-    chosen = {"type": [v for v in type if v], "architecture": [v for v in architecture if v],
-              "confidence": [v for v in confidence if v], "corpus": [v for v in corpus if v]}
-    ctx: dict[str, Any] = {"q": q, "k": k, "chosen": chosen, "resp": None, "error": None, "terms": query_terms(q)}
+    # Empty selects submit "", which means "any" (``SearchFilters.filters`` drops them).
+    chosen = page.filters()
+    ctx: dict[str, Any] = {"q": page.q, "k": page.k, "chosen": chosen, "resp": None, "error": None,
+                           "terms": query_terms(page.q)}
     status = 200
     try:
         searcher = state.get()
         ctx["options"] = _facet_options(searcher)
-        if q.strip():
-            ctx["resp"] = run_search(searcher, SearchRequest(q=q, k=_int(k, "k"), **chosen), state.settings)
+        if page.q.strip():
+            ctx["resp"] = state.search(SearchRequest(q=page.q, k=_int(page.k, "k"), **chosen))
     except KwikiError as exc:
         ctx.setdefault("options", _facet_options(None))
         ctx["error"], status = _error(exc), exc.status
@@ -178,7 +175,7 @@ def page_view(request: Request, page_id: str, q: Annotated[str, Query()] = "") -
     """One page (the same document as ``GET /pages/{id}``) rendered, with links to its sources."""
     try:
         searcher = _state(request).get()
-        page = searcher.page(page_id)
+        page = _state(request).page(page_id)
     except KwikiError as exc:
         return _render(request, "page.html", exc.status, page=None, error=_error(exc), q=q)
     return _render(request, "page.html", page=page, error=None, q=q, body=render_markdown(page.body, page_links(searcher, page)))
@@ -187,7 +184,7 @@ def page_view(request: Request, page_id: str, q: Annotated[str, Query()] = "") -
 @router.get("/ui/diagnose", response_class=HTMLResponse)
 def diagnose_form(request: Request) -> HTMLResponse:
     return _render(request, "diagnose.html", result=None, error=None, filename="", text="",
-                   indexed=_searcher_or_none(request) is not None)
+                   indexed=_state(request).get_or_none() is not None)
 
 
 @router.post("/ui/diagnose", response_class=HTMLResponse)
@@ -201,12 +198,12 @@ async def diagnose_upload(
     """Diagnose an upload (or pasted text) with ``diagnose_request``, what ``POST /diagnose`` calls, and show it."""
     import asyncio
 
-    from .diagnose_api import diagnose_request
     from .limits import within_deadline
 
-    settings = _state(request).settings
+    state = _state(request)
+    settings = state.settings
     filename = (file.filename or "upload") if file is not None and file.filename else ""
-    searcher = _searcher_or_none(request)
+    searcher = state.get_or_none()
     try:
         if filename:
             data = await file.read(settings.max_upload_bytes + 1)  # type: ignore[union-attr]
@@ -219,8 +216,8 @@ async def diagnose_upload(
             kwargs = {"text": text}
         else:
             raise BadInput("choose an NCU export or paste ncu output", hint="export with `ncu --page raw --csv`")
-        result = await within_deadline(settings.request_timeout_s, diagnose_request, searcher=searcher, k=_int(k, "k"),
-                                       max_bytes=settings.max_upload_bytes, **kwargs)
+        result = await within_deadline(settings.request_timeout_s, state.diagnose, searcher=searcher, k=_int(k, "k"), **kwargs)
+        assert isinstance(result, DiagnoseResponse)  # no baseline here: a diagnosis, never a comparison
     except KwikiError as exc:
         return _render(request, "diagnose.html", exc.status, result=None, error=_error(exc), filename=filename,
                        text=text, indexed=searcher is not None)
@@ -248,9 +245,9 @@ def _timeline_charts(result: Any) -> dict[str, str]:
     return out
 
 
-def _reading_list(result: Any, limit: int = 8) -> list[Any]:
+def _reading_list(result: DiagnoseResponse, limit: int = 8) -> list[PageRef]:
     """Pages of the top launches' signals, in signal order, each once: what to read first."""
-    seen: dict[str, Any] = {}
+    seen: dict[str, PageRef] = {}
     for launch in result.launches[:3]:
         for sig in launch.signals[:3]:
             for p in sig.pages:

@@ -1,4 +1,4 @@
-"""Session-scoped fixtures: the real model, real indexes built once, a real server."""
+"""Session-scoped fixtures: the real model, real indexes built once, the real app in process and on a port."""
 
 from __future__ import annotations
 
@@ -117,8 +117,14 @@ def server(corpus_index):
 
 
 @pytest.fixture(scope="session")
-def http(server):
-    import httpx
+def http(corpus_index):
+    """The real app in process, through its ASGI interface (no socket): what the API tests use. The end-to-end
+    tests (browser, MCP, SKILL.md's commands, the HTTP fuzzer) keep the real server on a port (``server``)."""
+    from fastapi.testclient import TestClient
 
-    with httpx.Client(base_url=server.url, timeout=60) as client:
+    from kwiki.service.app import create_app
+    from kwiki.settings import Settings
+
+    app = create_app(Settings(index_dir=corpus_index, admin_token="test-token"))
+    with TestClient(app, raise_server_exceptions=False) as client:  # a 500 is an answer to check, not a crash
         yield client

@@ -25,11 +25,11 @@ def ledger_mini_index(tmp_path_factory, embedder, embed_cache) -> Path:
     """tests/data/mini plus the fixture ledger, really built (candidates as type `experience`)."""
     from kwiki.index.build import build_index
     from kwiki.ingest.corpus import CorpusRoot
-    from kwiki.ingest.ledger_pages import ledger_pages
+    from kwiki.ledger import ledger_source
 
-    pages, _ = ledger_pages([LEDGER])
+    source, _ = ledger_source([LEDGER])
     d = tmp_path_factory.mktemp("ledger-mini-index")
-    build_index(d, [CorpusRoot("mini", DATA / "mini")], embedder=embedder, cache_dir=embed_cache, extra_pages=pages)
+    build_index(d, [CorpusRoot("mini", DATA / "mini")], embedder=embedder, cache_dir=embed_cache, page_sources=[source])
     return d
 
 
@@ -38,9 +38,9 @@ def ledger_corpus_index(tmp_path_factory, corpus_index, embedder, embed_cache) -
     """The project's corpus plus the fixture ledger (after corpus_index, so only the candidates are embedded)."""
     from kwiki.index.build import build_index
     from kwiki.ingest.corpus import corpus_root
-    from kwiki.ingest.ledger_pages import ledger_pages
+    from kwiki.ledger import ledger_source
 
-    pages, _ = ledger_pages([LEDGER])
+    source, _ = ledger_source([LEDGER])
     d = tmp_path_factory.mktemp("ledger-corpus-index")
-    build_index(d, [corpus_root(REPO / "corpus")], embedder=embedder, cache_dir=embed_cache, extra_pages=pages)
+    build_index(d, [corpus_root(REPO / "corpus")], embedder=embedder, cache_dir=embed_cache, page_sources=[source])
     return d

@@ -5,9 +5,8 @@ from __future__ import annotations
 import pytest
 
 from kwiki.errors import NotFound
-from kwiki.ingest.ledger import Ledger, attach_diagnosis
+from kwiki.ledger import Ledger, attach_diagnosis
 from kwiki.profiling.diagnose import diagnose_bytes
-
 from tests.conftest import DATA
 
 

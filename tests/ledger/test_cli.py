@@ -7,7 +7,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from kwiki.ingest.ledger import Ledger
+from kwiki.ledger import Ledger
 from kwiki.service.cli import app
 
 from .conftest import LEDGER

@@ -5,8 +5,9 @@ from __future__ import annotations
 import gzip
 from pathlib import Path
 
-from kwiki.ingest.ledger import Ledger
-from kwiki.profiling.compare import attach_comparison, compare_bytes
+from kwiki.ledger import Ledger
+from kwiki.profiling.compare import compare_bytes
+from kwiki.service.diagnosis import attach_comparison
 
 VERIFY = Path(__file__).resolve().parents[2] / "profiling" / "fixtures" / "verify"
 

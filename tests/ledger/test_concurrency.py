@@ -9,14 +9,13 @@ import sys
 import time
 from pathlib import Path
 
-from kwiki.ingest.ledger import Ledger
-
+from kwiki.ledger import Ledger
 from tests.conftest import REPO
 
 WRITER = r"""
 import sys, time
 from pathlib import Path
-from kwiki.ingest.ledger import Candidate, Ledger
+from kwiki.ledger import Candidate, Ledger
 ws, name, n, go = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), Path(sys.argv[4])
 while not go.exists():
     time.sleep(0.001)

@@ -138,3 +138,17 @@ def test_ledger_search_returns_pages_then_candidates_with_status(client):
     assert tier[0]["candidate"].startswith("transpose/")
     failed = client.get("/ledger/search", params={"q": "what was already tried and failed", "status": "rejected"}).json()
     assert failed["experience"]["hits"] and {h["status"] for h in failed["experience"]["hits"]} == {"rejected"}
+
+
+def test_ledger_search_takes_every_search_filter(client):
+    """/ledger/search reads the one declared filter set (it used to drop language, confidence and corpus)."""
+    q = "bank conflicts in the transpose kernel"
+    for name in ("language", "confidence", "corpus"):
+        r = client.get("/ledger/search", params={"q": q, name: "no-such-value"})
+        if name == "language":  # free text: an unknown language just matches nothing
+            assert r.status_code == 200 and r.json()["pages"]["hits"] == [] and r.json()["experience"]["hits"] == []
+        else:
+            assert r.status_code == 400 and r.json()["error"]["code"] == "bad_request", r.text
+    mini = client.get("/ledger/search", params={"q": q, "corpus": "mini"}).json()
+    assert mini["pages"]["hits"] and {h["corpus"] for h in mini["pages"]["hits"]} == {"mini"}
+    assert mini["pages"]["filters"]["corpus"] == ["mini"]

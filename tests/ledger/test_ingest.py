@@ -9,7 +9,6 @@ import pytest
 from typer.testing import CliRunner
 
 from kwiki.service.cli import app
-
 from tests.conftest import DATA
 
 from .conftest import LEDGER

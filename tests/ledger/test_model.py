@@ -8,7 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from kwiki.errors import BadRequest, NotFound
-from kwiki.ingest.ledger import Candidate, Ledger
+from kwiki.ledger import Candidate, Ledger
 
 from .conftest import LEDGER
 
@@ -132,7 +132,7 @@ def test_a_metric_without_a_finite_value_cannot_corrupt_the_line(tmp_path):
 
 
 def test_ledger_pages_reports_a_folder_that_is_not_a_workspace(tmp_path):
-    from kwiki.ingest.ledger_pages import ledger_pages
+    from kwiki.ledger import ledger_pages
 
     pages, problems = ledger_pages([tmp_path, LEDGER])
     assert len(pages) == 36 and problems[0].reason.startswith("no such file")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from kwiki.ingest.ledger import Ledger
-from kwiki.ingest.ledger_pages import ledger_summary, page_id
+from kwiki.ledger import Ledger, indexed_candidates, ledger_summary, page_id
+from kwiki.service.core import SearchRequest, page_view, run_search, tiered_search
 from kwiki.settings import Settings
 
 from .conftest import LEDGER
@@ -29,10 +29,12 @@ def full(ledger_corpus_index, embedder):
     return Searcher.open(ledger_corpus_index, embedder=embedder)
 
 
-def _tiers(searcher, q, k=5, status=None):
-    from kwiki.service.app import SearchRequest
-    from kwiki.service.ledger_search import tiered_search
+def _summary(searcher, page_id_):
+    """A page view's summary of candidates, from the candidates the index holds."""
+    return ledger_summary(page_id_, indexed_candidates(searcher.pages.values()), searcher.find_page(page_id_))
 
+
+def _tiers(searcher, q, k=5, status=None):
     return tiered_search(searcher, SearchRequest(q=q, k=k), Settings(), experience_k=5, status=status)
 
 
@@ -70,12 +72,12 @@ def test_what_was_tried_and_failed(mini):
 
 
 def test_page_summary_counts_promoted_and_rejected(mini):
-    s = ledger_summary(mini, "technique-smem-swizzling")
+    s = _summary(mini, "technique-smem-swizzling")
     assert s["counts"] == {"promoted": 0, "rejected": 3, "candidate": 1}
     assert {c["key"] for c in s["candidates"]} == {"transpose/t04", "transpose/t16", "gemm-bf16/g13", "transpose/t12"}
-    tail = ledger_summary(mini, "pattern-tail-effect")
+    tail = _summary(mini, "pattern-tail-effect")
     assert tail["counts"] == {"promoted": 1, "rejected": 2, "candidate": 0}
-    assert ledger_summary(mini, "technique-nothing")["total"] == 0
+    assert _summary(mini, "technique-nothing")["total"] == 0
 
 
 def test_full_corpus_pages_first_then_candidates(full):
@@ -95,7 +97,7 @@ def test_candidates_never_outrank_curated_pages_of_equal_relevance(full):
     hits = full.search(BANKS, k=30).hits
     first_exp = next(i for i, h in enumerate(hits) if h.type == "experience")
     assert first_exp >= 5 and all(h.type != "experience" for h in hits[:first_exp])
-    summary = ledger_summary(full, "technique-shared-memory-padding")
+    summary = _summary(full, "technique-shared-memory-padding")
     assert summary["counts"] == {"promoted": 2, "rejected": 1, "candidate": 0}
     assert summary["page_id"] == "technique-shared-memory-padding"
 
@@ -108,11 +110,10 @@ def test_failed_attempts_for_a_topic_on_the_full_corpus(full):
 
 def test_plain_search_carries_the_experience_tier_and_page_view_the_counts(full):
     """GET /search's own code path: curated pages in `hits`, candidates with their status in `experience`."""
-    from kwiki.service.app import SearchRequest, run_search
-
     resp = run_search(full, SearchRequest(q=BANKS, k=5), Settings())
     assert "pattern-shared-memory-bank-conflicts" in [h.page_id for h in resp.hits[:2]]
     assert all(h.type != "experience" for h in resp.hits[:3])
     assert resp.experience and all(e["status"] in {"promoted", "rejected", "candidate"} for e in resp.experience)
-    page = full.page("pattern-shared-memory-bank-conflicts")
+    page = page_view(full, "pattern-shared-memory-bank-conflicts")
     assert page.ledger is not None and page.ledger["total"] >= 1
+    assert full.page("pattern-shared-memory-bank-conflicts").ledger is None  # the index knows nothing of the ledger

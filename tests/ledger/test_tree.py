@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from kwiki.ingest.ledger import Candidate, Ledger
-from kwiki.ingest.ledger_tree import lineage, render_tree
+from kwiki.ledger import Candidate, Ledger, lineage, render_tree
 
 from .conftest import LEDGER
 

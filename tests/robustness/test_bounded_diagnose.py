@@ -7,7 +7,6 @@ sizes (regex repeats, launches, warnings, searches, traced memory), never wall-c
 from __future__ import annotations
 
 import gzip
-import json
 import re
 import tracemalloc
 from re import _constants as sre_constants  # the public sre_* aliases are deprecated
@@ -19,11 +18,11 @@ import pytest
 
 from kwiki.errors import BadInput, RequestTimeout
 from kwiki.profiling import diagnose, messages
-from kwiki.profiling.diagnose import diagnose_bytes, diagnose_metrics, diagnose_text
+from kwiki.profiling.diagnose import diagnose_metrics, diagnose_text
 from kwiki.profiling.ncu_csv import MAX_LAUNCHES, MAX_WARNINGS, parse_bytes
+from kwiki.service.diagnosis import TOP_SIGNALS_WITH_PAGES, diagnose_request
 
 from ..conftest import ServerThread
-from ..unit.test_profiling_diagnose import FakeSearcher
 
 RAW_HEADER = "ID,Kernel Name,gpu__time_duration.sum,launch__grid_size,launch__sm_count\n,,nsecond,,\n"
 #: The largest repeat count any pattern applied to uploaded text may have.
@@ -149,34 +148,43 @@ def test_details_export_stops_at_the_launch_cap():
     assert max(len(p.rules) for p in res.profiles) <= 100
 
 
-def test_many_launches_search_once_per_signal():
+def _counting(searcher, monkeypatch, before=None):
+    """The real searcher, each search it runs recorded (and ``before`` called first)."""
+    queries: list[str] = []
+    real = searcher.search
+
+    def search(q, *args, **kwargs):
+        if before is not None:
+            before()
+        queries.append(q)
+        return real(q, *args, **kwargs)
+
+    monkeypatch.setattr(searcher, "search", search)
+    return queries
+
+
+def test_many_launches_search_once_per_signal(searcher, monkeypatch):
     """1,000 launches of one kernel ran 3 searches per launch (37.6 s of CPU); pages are now looked up once per signal."""
     body = RAW_HEADER + "".join(f"{i},k,{5_000_000 + i},32,132\n" for i in range(MAX_LAUNCHES))
-    fake = FakeSearcher()
-    resp = diagnose_bytes(body.encode(), "x.csv", searcher=fake)
+    queries = _counting(searcher, monkeypatch)
+    resp = diagnose_request(data=body.encode(), filename="x.csv", searcher=searcher)
     assert len(resp.launches) == MAX_LAUNCHES
-    distinct = {s.signal for d in resp.launches for s in d.signals[: diagnose.TOP_SIGNALS_WITH_PAGES]}
-    assert len(fake.queries) == len(distinct) <= diagnose.TOP_SIGNALS_WITH_PAGES + 2
+    distinct = {s.signal for d in resp.launches for s in d.signals[:TOP_SIGNALS_WITH_PAGES]}
+    assert len(queries) == len(distinct) <= TOP_SIGNALS_WITH_PAGES + 2
     assert resp.launches[0].signals[0].pages == resp.launches[-1].signals[0].pages
 
 
-def test_diagnosis_stops_at_its_deadline(monkeypatch):
+def test_diagnosis_stops_at_its_deadline(searcher, monkeypatch):
     """Injected slowness: each search advances a fake clock by 10 s; with a 5 s deadline the diagnosis stops
     right after the first search with a 503 timeout instead of running on in its thread."""
     clock = SimpleNamespace(now=100.0)
     fake_time = SimpleNamespace(monotonic=lambda: clock.now, perf_counter=lambda: clock.now)
     monkeypatch.setattr(diagnose, "time", fake_time)
-
-    class SlowSearcher(FakeSearcher):
-        def search(self, q: str, k: int = 10):
-            clock.now += 10.0
-            return super().search(q, k)
-
-    slow = SlowSearcher()
+    queries = _counting(searcher, monkeypatch, before=lambda: setattr(clock, "now", clock.now + 10.0))
     rows = "".join(f"{i},k{i % 50},{5_000_000 + i},{32 + i % 7},132\n" for i in range(MAX_LAUNCHES))
     with pytest.raises(RequestTimeout):
-        diagnose_bytes((RAW_HEADER + rows).encode(), "x.csv", searcher=slow, deadline=clock.now + 5)
-    assert len(slow.queries) == 1
+        diagnose_request(data=(RAW_HEADER + rows).encode(), filename="x.csv", searcher=searcher, deadline=clock.now + 5)
+    assert len(queries) == 1
 
 
 @pytest.mark.parametrize("metrics", [

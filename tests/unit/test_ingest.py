@@ -55,7 +55,7 @@ def test_same_id_in_two_corpora_gets_a_qualified_key():
 
 
 def test_questions_are_kept_whole_and_bad_items_dropped():
-    from kwiki.ingest.corpus import MAX_QUESTION_CHARS, MAX_QUESTIONS, questions_of
+    from kwiki.ingest.corpus import MAX_QUESTIONS, MAX_QUESTION_CHARS, questions_of
 
     assert questions_of(["why, on B200, is it slow?", " ", None, {"q": 1}, 3]) == ["why, on B200, is it slow?", "3"]
     assert questions_of("one question, with a comma") == ["one question, with a comma"]

@@ -12,7 +12,7 @@ import pytest
 
 from kwiki.errors import BadInput
 from kwiki.profiling.compare import VERDICT_RULE, compare_bytes, judge_speedup, noise_band
-from kwiki.service.diagnose_api import diagnose_request
+from kwiki.service.diagnosis import diagnose_request
 
 VERIFY = Path(__file__).resolve().parents[2] / "profiling" / "fixtures" / "verify"
 # bundle -> the problem the fix must resolve, and the unprofiled speed-up measured in the same capture (results.txt)

@@ -1,85 +1,15 @@
-"""diagnose_* responses, with a stand-in searcher (no index needed)."""
+"""diagnose_* responses: profiling alone, no index (pages are attached by the service: tests/service/test_diagnosis.py)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
-from kwiki.errors import BadInput, IndexMissing
-from kwiki.profiling.diagnose import DiagnoseResponse, diagnose_bytes, diagnose_metrics, diagnose_text
+from kwiki.errors import BadInput
+from kwiki.profiling.diagnose import diagnose_bytes, diagnose_metrics, diagnose_text
 
 SYN = Path(__file__).resolve().parents[1] / "data" / "ncu_synthetic"
-
-
-@dataclass
-class FakePage:
-    key: str
-    title: str
-    type: str = "pattern"
-    corpus: str = "kwiki"
-    confidence: str = "source-reported"
-
-    @property
-    def id(self) -> str:
-        return self.key
-
-
-@dataclass
-class FakeHit:
-    id: str
-    title: str
-    type: str
-    corpus: str
-    confidence: str
-    score: float
-
-
-@dataclass
-class FakeResponse:
-    hits: list[FakeHit]
-
-
-@dataclass
-class FakeSearcher:
-    pages: dict[str, FakePage] = field(default_factory=lambda: {
-        "pattern-low-sm-utilization": FakePage("pattern-low-sm-utilization", "Low SM utilization"),
-        "pattern-tail-effect": FakePage("pattern-tail-effect", "Tail effect"),
-    })
-    queries: list[tuple[str, int]] = field(default_factory=list)
-    fail: bool = False
-
-    def find_page(self, key: str, corpus: str | None = None):
-        return self.pages.get(key)
-
-    def search(self, q: str, k: int = 10):
-        self.queries.append((q, k))
-        if self.fail:
-            raise IndexMissing("no index")
-        return FakeResponse([FakeHit("ncu-section-launch-statistics", "Launch Statistics", "ncu", "kwiki", "source-reported", 0.5),
-                             FakeHit("pattern-low-sm-utilization", "Low SM utilization", "pattern", "kwiki", "source-reported", 0.4)])
-
-
-def test_diagnose_metrics_small_grid_with_pages():
-    s = FakeSearcher()
-    r = diagnose_metrics({"launch__grid_size": 32, "launch__sm_count": 132, "gpu__time_duration.sum": 80000}, searcher=s, k=3)
-    assert isinstance(r, DiagnoseResponse)
-    top = r.launches[0].signals[0]
-    assert top.signal == "small-grid" and top.magnitude == pytest.approx(1 - 32 / 132, abs=1e-3)
-    assert top.patterns[0] == "pattern-low-sm-utilization" and top.techniques and top.symptoms
-    ids = [p.id for p in top.pages]
-    assert ids[0] == "pattern-low-sm-utilization" and top.pages[0].via == "pattern"
-    assert "ncu-section-launch-statistics" in ids and len(ids) == len(set(ids))
-    assert s.queries and s.queries[0][1] == 3 and "grid" in s.queries[0][0].lower()
-    assert r.launches[0].missing  # other signals could not be evaluated from three metrics
-    assert any(m.signal == "long-scoreboard" for m in r.launches[0].missing)
-
-
-def test_search_failure_is_a_warning():
-    r = diagnose_metrics({"launch__grid_size": 32, "launch__sm_count": 132}, searcher=FakeSearcher(fail=True))
-    assert r.launches[0].signals[0].signal == "small-grid"
-    assert any("search" in w for w in r.warnings)
 
 
 def test_diagnose_bytes_multi_launch():
@@ -124,8 +54,6 @@ def test_bad_arguments():
         diagnose_bytes(b"", "x.csv")
     with pytest.raises(BadInput):
         diagnose_bytes(b"x" * 100, "x.csv", max_bytes=10)
-    with pytest.raises(BadInput):
-        diagnose_metrics({"launch__grid_size": 1}, k=0)
 
 
 def test_text_pairs_on_separate_lines_are_both_read():

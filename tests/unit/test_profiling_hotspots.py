@@ -11,7 +11,7 @@ import pytest
 from kwiki.errors import BadInput
 from kwiki.profiling.diagnose import diagnose_bytes
 from kwiki.profiling.hotspots import is_source_page, parse_source_page
-from kwiki.service.diagnose_api import diagnose_request
+from kwiki.service.diagnosis import diagnose_request
 
 VERIFY = Path(__file__).resolve().parents[2] / "profiling" / "fixtures" / "verify"
 

@@ -47,7 +47,7 @@ def test_route_finds_signal(text, signal):
     top = out[0]
     assert 0 < top["confidence"] <= 1 and top["matched"]
     assert top["patterns"] == load_signals()[signal].patterns
-    assert top["symptoms"] and isinstance(top["expand"], list) and 1 <= len(top["expand"]) <= 5
+    assert top["symptoms"] and isinstance(top["expand"], list) and top["expand"]
 
 
 @pytest.mark.parametrize("text", [

@@ -4,7 +4,8 @@ Two tasks (transpose, gemm-bf16), 36 candidates, one newer version (t15 promoted
 line (21, a write cut short by a crash), one unknown field (t16 reviewer), one missing parent (g18),
 and benchmark.csv rows merged into t11, g15 and t07 (the last without a task column).
 """
-import csv, json
+import csv
+import json
 from pathlib import Path
 
 out = Path(__file__).resolve().parent
@@ -64,7 +65,8 @@ rows = [
 ]
 lines = [json.dumps(r) for r in rows]
 # a status change later in the file: t15 is decided after its benchmark
-upd = dict(rows[15]); upd.update(status="promoted", reason="1.01x over t11 and no L2 evictions of the input", updated_at="2026-11-13T09:00:00+00:00")
+upd = dict(rows[15])
+upd.update(status="promoted", reason="1.01x over t11 and no L2 evictions of the input", updated_at="2026-11-13T09:00:00+00:00")
 lines.append(json.dumps(upd))
 # one malformed line (a truncated write), in the middle
 lines.insert(20, '{"id": "g99", "parent": "g01", "task": "gemm-bf16", "mechanism": "truncated by a cra')

@@ -1,8 +1,8 @@
 """Workspace operations on a ledger: where it lives, filtering, importing, attaching a diagnosis.
 
-    >>> from kwiki.ingest.ledger_ops import attach_diagnosis, import_dir, workspace_dir
-    >>> led = Ledger(workspace_dir(Settings()))                                    # doctest: +SKIP
-    >>> resp = diagnose_bytes(open("v3.csv", "rb").read(), "v3.csv", searcher, k=5)  # doctest: +SKIP
+    >>> from kwiki.ledger import attach_diagnosis, import_dir, workspace_dir
+    >>> led = Ledger(workspace_dir(load_settings()))                               # doctest: +SKIP
+    >>> resp = diagnose_bytes(open("v3.csv", "rb").read(), "v3.csv")                # doctest: +SKIP
     >>> attach_diagnosis(led, "transpose/t03", resp, report_path="reports/t03.ncu-rep").evidence.signals  # doctest: +SKIP
     ['shared-bank-conflicts']
 """
@@ -16,15 +16,16 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from kwiki.errors import BadRequest, NotFound
+from kwiki.settings import Settings
 
-from .ledger import STATUSES, Candidate, Evidence, Ledger, LineProblem, now_iso
+from .store import STATUSES, Candidate, Evidence, Ledger, LineProblem, now_iso
 
 
-def workspace_dir(settings: Any, workspace: Path | None = None) -> Path:
+def workspace_dir(settings: Settings, workspace: Path | None = None) -> Path:
     """``workspace``, else ``settings.ledger_dir`` (``$KWIKI_LEDGER_DIR``), else ``<index_dir>/../ledger``."""
     if workspace is not None:
         return Path(workspace)
-    if getattr(settings, "ledger_dir", None):
+    if settings.ledger_dir:
         return Path(settings.ledger_dir)
     return Path(settings.index_dir).parent / "ledger"
 
@@ -105,7 +106,7 @@ def attach_diagnosis(ledger: Ledger, candidate_id: str, diagnosis: dict[str, Any
     Fired signals (strongest first, deduplicated over launches), the key metrics and the report path are
     merged into ``evidence``; the candidate is appended again as a new version (the file stays append-only)::
 
-        resp = diagnose_bytes(data, "v3.ncu-rep", searcher, k=5)
+        resp = diagnose_bytes(data, "v3.ncu-rep")
         attach_diagnosis(Ledger(ws), "transpose/v3", resp.model_dump(), report_path="reports/v3.ncu-rep")
     """
     data = diagnosis.model_dump() if isinstance(diagnosis, BaseModel) else dict(diagnosis)

@@ -5,10 +5,10 @@ carries its status and whose body says what was tried and how it went, so a sear
 the pages that explain it *and* the candidates that tried a fix; the type prior (0.7) keeps them below
 curated pages of equal relevance::
 
-    >>> from kwiki.ingest.ledger_pages import ledger_pages
-    >>> pages, problems = ledger_pages([Path("tests/data/ledger")])     # doctest: +SKIP
-    >>> build_index(index_dir, roots, extra_pages=pages)                 # doctest: +SKIP
-    >>> ledger_summary(searcher, "technique-shared-memory-padding")["counts"]   # doctest: +SKIP
+    >>> from kwiki.ledger import ledger_pages
+    >>> source, problems = ledger_source([Path("tests/data/ledger")])   # doctest: +SKIP
+    >>> build_index(index_dir, roots, page_sources=[source])              # doctest: +SKIP
+    >>> ledger_summary("technique-shared-memory-padding", indexed_candidates(pages))["counts"]   # doctest: +SKIP
     {'promoted': 1, 'rejected': 2, 'candidate': 0}
 """
 
@@ -17,11 +17,12 @@ from __future__ import annotations
 import hashlib
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
-from .ledger import CANDIDATES_FILE, STATUSES, Candidate, Ledger, LineProblem
-from .ledger_ops import applies_to
-from .models import Page, Provenance
+from kwiki.ingest.models import Page, PageSource, Provenance
+
+from .ops import applies_to
+from .store import CANDIDATES_FILE, STATUSES, Candidate, Ledger, LineProblem
 
 CORPUS = "ledger"
 PAGE_TYPE = "experience"
@@ -108,6 +109,13 @@ def candidate_page(cand: Candidate, ledger_dir: Path | None = None, corpus: str 
     )
 
 
+def ledger_source(dirs: list[Path], corpus: str = CORPUS) -> tuple[PageSource, list[LineProblem]]:
+    """The candidates of ``dirs`` as a page source for ``build_index(page_sources=...)``, and the skipped lines."""
+    pages, problems = ledger_pages(dirs, corpus)
+    origin = ", ".join(str(Path(d).resolve()) for d in dirs) or corpus
+    return PageSource(name=corpus, origin=origin, pages=pages), problems
+
+
 def ledger_pages(dirs: list[Path], corpus: str = CORPUS) -> tuple[list[Page], list[LineProblem]]:
     """Pages for every candidate of every workspace in ``dirs``; the second value lists skipped lines."""
     pages: list[Page] = []
@@ -123,28 +131,36 @@ def ledger_pages(dirs: list[Path], corpus: str = CORPUS) -> tuple[list[Page], li
     return pages, problems
 
 
-def indexed_candidates(searcher: Any) -> list[Candidate]:
-    """The candidates an index holds (its ``experience`` pages that came from a ledger)."""
+def candidate_fields(page: Page | None) -> dict[str, Any]:
+    """What a search hit on a candidate's page shows besides the hit: ``status``, ``candidate`` (task/id),
+    ``task``, ``reason``, ``mechanism`` and ``correct`` (None for a page that is not a candidate's)."""
+    meta = page.meta if page is not None else {}
+    record = meta.get("ledger") or {}
+    return {"status": meta.get("status"), "candidate": meta.get("candidate"), "task": meta.get("task"),
+            "reason": record.get("reason", ""), "mechanism": record.get("mechanism", ""),
+            "correct": (record.get("correctness") or {}).get("passed")}
+
+
+def indexed_candidates(pages: Iterable[Page]) -> list[Candidate]:
+    """The candidates among ``pages`` (an index's pages): its ``experience`` pages that came from a ledger."""
     out = []
-    for p in searcher.pages.values():
+    for p in pages:
         if p.type == PAGE_TYPE and isinstance(p.meta.get("ledger"), dict):
             out.append(Candidate.model_validate(p.meta["ledger"]))
     return out
 
 
-def ledger_summary(searcher: Any, page_id_: str, candidates: list[Candidate] | None = None) -> dict[str, Any]:
+def ledger_summary(page_id_: str, candidates: list[Candidate], page: Page | None = None) -> dict[str, Any]:
     """Candidates that applied the technique (or addressed the pattern) ``page_id_``, and how they fared.
 
-    ``candidates`` defaults to those in the index; pass a live ledger's to include ones not ingested yet.
-    Returns ``{"page_id", "counts": {promoted, rejected, candidate}, "total", "candidates": [...]}``,
+    ``candidates`` are those of an index (:func:`indexed_candidates`) or of a live ledger; ``page`` is the
+    index's page of that id, when it has one (its key and id both match). Returns ``{"page_id", "counts": {promoted, rejected, candidate}, "total", "candidates": [...]}``,
     promoted first, then rejected, then undecided.
     """
     wanted = {page_id_}
-    page = searcher.find_page(page_id_) if searcher is not None else None
     if page is not None:
         wanted |= {page.id, page.key}
-    cands = indexed_candidates(searcher) if candidates is None else candidates
-    matched = [c for c in cands if applies_to(c, wanted)]
+    matched = [c for c in candidates if applies_to(c, wanted)]
     rank = {"promoted": 0, "rejected": 1, "candidate": 2}
     matched.sort(key=lambda c: rank[c.status])
     counts = {s: sum(1 for c in matched if c.status == s) for s in STATUSES}

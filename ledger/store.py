@@ -1,4 +1,4 @@
-"""The candidate ledger: one record per kernel candidate tried, kept in a task workspace.
+"""The ledger's records and their storage: one record per kernel candidate tried, kept in a task workspace.
 
 A workspace is a folder with two files:
 
@@ -13,7 +13,7 @@ A workspace is a folder with two files:
 Appends are durable and safe for concurrent writers: an exclusive ``flock`` on the file, ``O_APPEND``,
 one ``write`` per line, ``fsync``::
 
-    >>> from kwiki.ingest.ledger import Candidate, Ledger
+    >>> from kwiki.ledger import Candidate, Ledger
     >>> led = Ledger(Path("/tmp/ws"))                                              # doctest: +SKIP
     >>> led.append(Candidate(id="c1", task="transpose", mechanism="pad smem tile to 33 columns"))  # doctest: +SKIP
     >>> led.read().candidates[0].status                                            # doctest: +SKIP
@@ -411,10 +411,3 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 
-def __getattr__(name: str) -> Any:
-    # attach_diagnosis lives in ledger_ops (with the other workspace operations); importable from here too
-    if name in ("attach_diagnosis", "import_dir", "filter_candidates", "workspace_dir"):
-        from . import ledger_ops
-
-        return getattr(ledger_ops, name)
-    raise AttributeError(name)

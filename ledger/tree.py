@@ -5,7 +5,7 @@ marks from a root leads to every kernel that was kept. A candidate whose parent 
 ledger becomes a root (``missing_parent`` says which id it named); a parent cycle is broken at the
 first node reached again::
 
-    >>> from kwiki.ingest.ledger_tree import lineage, render_tree
+    >>> from kwiki.ledger import lineage, render_tree
     >>> print(render_tree(lineage(Ledger(ws).read().candidates)))    # doctest: +SKIP
     transpose
     └── * c01 [promoted] naive copy kernel
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from .ledger import Candidate
+from .store import Candidate
 
 PATH_MARK = "*"
 
