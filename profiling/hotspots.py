@@ -14,7 +14,6 @@ atomics to retire: they are moved to the line of the last memory write before th
 from __future__ import annotations
 
 import csv
-import io
 import re
 import zlib
 from typing import Literal
@@ -23,7 +22,7 @@ from pydantic import BaseModel, Field
 
 from kwiki.errors import BadInput
 
-from .ncu_csv import MAX_BYTES
+from .ncu_csv import MAX_BYTES, iter_lines
 from .signals import load_signals
 from .verdict import MIN_PC_SAMPLES
 
@@ -120,11 +119,19 @@ class _Line:
         self.ops |= {re.sub(r"\(\d+\)", "", x) for x in rec.get("Access Operation", "").split(",") if x not in ("", "-")}
 
 
-def _blocks(text: str) -> list[tuple[str, str, list[str], list[list[str]]]]:
+#: Rows read from a source page (a large kernel has tens of thousands of SASS instructions); reading stops there, with
+#: a warning, so a file of millions of short rows costs no more than this many rows of work and memory.
+MAX_SOURCE_ROWS = 200_000
+
+
+def _blocks(text: str) -> tuple[list[tuple[str, str, list[str], list[list[str]]]], bool]:
+    """The (file, function, header, rows) blocks of a source page, and whether reading stopped at MAX_SOURCE_ROWS."""
     out: list[tuple[str, str, list[str], list[list[str]]]] = []
     file = function = ""
     header: list[str] | None = None
-    for row in csv.reader(io.StringIO(text)):
+    for n, row in enumerate(csv.reader(iter_lines(text))):
+        if n >= MAX_SOURCE_ROWS:
+            return out, True
         if not row:
             continue
         if row[0] in ("File Path", "File Name"):
@@ -136,14 +143,16 @@ def _blocks(text: str) -> list[tuple[str, str, list[str], list[list[str]]]]:
             out.append((file, function, header, []))
         elif header is not None and out:
             out[-1][3].append(row)
-    return out
+    return out, False
 
 
 def parse_source_page(data: bytes, top: int = TOP_HOTSPOTS) -> HotspotReport:
     """The top source lines (or SASS instructions) of a source-page export by warp-stall samples. Raises BadInput."""
     text = _plain(data).decode("utf-8", "replace").lstrip("\ufeff")
     warnings = [ln.split("==WARNING==", 1)[1].strip() for ln in text.splitlines()[:200] if ln.startswith("==WARNING==")]
-    blocks = _blocks(text)
+    blocks, cut = _blocks(text)
+    if cut:
+        warnings.append(f"the export has more than {MAX_SOURCE_ROWS} rows; read the first {MAX_SOURCE_ROWS}")
     if not blocks and re.search(r'^"Line No","Source"\s*$', text[:20000], re.M):
         raise BadInput("this source export has the code but no metrics: Nsight Compute 2025.3.1 prints per-line samples only with "
                        "--print-source cuda,sass (or sass)", hint="export with `ncu --import R.ncu-rep --page source --csv --print-source cuda,sass`")

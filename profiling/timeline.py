@@ -14,7 +14,7 @@ each pass group samples from its own start, so every series is cut to its own ac
 from __future__ import annotations
 
 import csv
-import io
+import itertools
 import statistics
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, BinaryIO
 from pydantic import BaseModel, Field
 
 from .inputs import parse_number
+from .ncu_csv import MAX_LAUNCHES, find_header
 from .rulebase import Evidence
 
 if TYPE_CHECKING:
@@ -128,14 +129,16 @@ def _analyze(act: list[float], interval: float) -> tuple[float, float, list[str]
 def parse_timelines(data: bytes) -> list[Timeline]:
     """One :class:`Timeline` per launch row of a raw page with metric instances that carries PM-sampling series."""
     text = data.decode("utf-8", "replace").lstrip("\ufeff")
-    rows = list(csv.reader(io.StringIO(text)))
-    start = next((i for i, r in enumerate(rows) if r and r[0] == "ID"), None)
-    if start is None or len(rows) < start + 3:
+    lines = find_header(text)  # read lazily, and only the launches a diagnosis reads (MAX_LAUNCHES rows)
+    if lines is None:
         return []
-    header, units = rows[start], rows[start + 1]
+    rows = (r for r in csv.reader(lines) if r)
+    header, units = next(rows, None), next(rows, None)
+    if header is None or units is None:
+        return []
     cols = [i for i, h in enumerate(header) if h.startswith("pmsampling:") or ".TriageCompute." in h]
     out = []
-    for row in rows[start + 2:]:
+    for row in itertools.islice(rows, MAX_LAUNCHES):
         rec = dict(zip(header, row))
         series: dict[str, list[float]] = {}
         for i in cols:

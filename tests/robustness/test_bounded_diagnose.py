@@ -304,3 +304,22 @@ def test_source_page_exit_lines_are_one_pass(monkeypatch):
     hotspots._move_exit_drain(lines)
     assert calls[0] <= len(lines)
     assert lines[0].samples == 10.0 * 2000 and len(lines[0].moved_from) == 1999  # every drain moved to the one store
+
+
+def test_source_page_of_millions_of_rows_stops_at_its_cap():
+    """A source page is read up to MAX_SOURCE_ROWS rows (each distinct address was a line object, for ever)."""
+    from kwiki.profiling import hotspots
+
+    head = '"Kernel Name","k"\n"Address","Source","Warp Stall Sampling (All Samples)","stall_drain"\n'
+    upload = gzip.compress((head + "".join(f'"0x{i:x}","EXIT","1","1"\n' for i in range(hotspots.MAX_SOURCE_ROWS + 5000))).encode())
+    out, peak = _traced_peak(lambda: hotspots.parse_source_page(upload))
+    assert any(f"more than {hotspots.MAX_SOURCE_ROWS} rows" in w for w in out.warnings)
+    assert peak < 400 * 1024 * 1024, f"peak {peak / 2**20:.0f} MiB"
+
+
+def test_timelines_are_read_for_the_launches_a_diagnosis_reads():
+    from kwiki.profiling.timeline import parse_timelines
+
+    head = 'ID,Kernel Name,"pmsampling:sm__warps_active.avg",profiler__pmsampler_interval_time\n,,%,ns\n'
+    rows = "".join(f'{i},k,"(1;2;3;4;5;6;7;8;9;10;0;0)",1000\n' for i in range(MAX_LAUNCHES + 500))
+    assert len(parse_timelines((head + rows).encode())) == MAX_LAUNCHES  # every row read is a timeline; the rest unread
