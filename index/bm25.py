@@ -87,9 +87,9 @@ def _document(page: Page, row: int, headings: str, body: str) -> tantivy.Documen
     )
 
 
-def _write(path: Path, docs) -> None:
+def _write(path: Path, docs, index_schema: tantivy.Schema | None = None) -> None:
     path.mkdir(parents=True)
-    index = tantivy.Index(schema(), path=str(path))
+    index = tantivy.Index(index_schema or schema(), path=str(path))
     register(index)
     writer = index.writer(heap_size=128_000_000, num_threads=1)
     for doc in docs:
@@ -114,15 +114,18 @@ def page_schema() -> tantivy.Schema:
 def write_pages(path: Path, pages: dict[str, Page]) -> None:
     """The page index: one document per page (``row`` = position in ``pages``), its title, tag fields and whole
     body, so a short page and a long one compete as pages, not as chunks."""
-    path.mkdir(parents=True)
-    index = tantivy.Index(page_schema(), path=str(path))
-    register(index)
-    writer = index.writer(heap_size=128_000_000, num_threads=1)
-    for row, page in enumerate(pages.values()):
-        writer.add_document(tantivy.Document(row=row, title=f"{page.title} {' '.join(page.aliases)}",
-                                             tags=facet_text(page), body=page.body, filters=filter_terms(page)))
-    writer.commit()
-    writer.wait_merging_threads()
+    _write(path, (tantivy.Document(row=row, title=f"{page.title} {' '.join(page.aliases)}", tags=facet_text(page),
+                                   body=page.body, filters=filter_terms(page)) for row, page in enumerate(pages.values())),
+           page_schema())
+
+
+def _filtered(schema: tantivy.Schema, should: list, must_filters: list[list[str]]) -> tantivy.Query:
+    """``should`` (any of the terms) AND, for each group of ``must_filters``, one of its filter terms."""
+    clauses = [(tantivy.Occur.Must, tantivy.Query.boolean_query(should))]
+    for alternatives in must_filters:
+        ors = [(tantivy.Occur.Should, tantivy.Query.term_query(schema, "filters", t)) for t in alternatives]
+        clauses.append((tantivy.Occur.Must, tantivy.Query.boolean_query(ors)))
+    return tantivy.Query.boolean_query(clauses)
 
 
 class PageIndex:
@@ -140,11 +143,7 @@ class PageIndex:
                   for term in dict.fromkeys(terms) for name in PAGE_FIELDS]
         if not should:
             return []
-        clauses = [(tantivy.Occur.Must, tantivy.Query.boolean_query(should))]
-        for alternatives in must_filters:
-            ors = [(tantivy.Occur.Should, tantivy.Query.term_query(self.schema, "filters", t)) for t in alternatives]
-            clauses.append((tantivy.Occur.Must, tantivy.Query.boolean_query(ors)))
-        hits = self.searcher.search(tantivy.Query.boolean_query(clauses), limit).hits
+        hits = self.searcher.search(_filtered(self.schema, should, must_filters), limit).hits
         return [(self.searcher.doc(addr)["row"][0], score) for score, addr in hits]
 
 
@@ -200,11 +199,7 @@ class BM25Index:
             should.append((tantivy.Occur.Should, tantivy.Query.boost_query(tq, params.ident_boost * weight)))
         if not should:
             return None
-        clauses = [(tantivy.Occur.Must, tantivy.Query.boolean_query(should))]
-        for alternatives in q.must_filters:
-            ors = [(tantivy.Occur.Should, tantivy.Query.term_query(self.schema, "filters", t)) for t in alternatives]
-            clauses.append((tantivy.Occur.Must, tantivy.Query.boolean_query(ors)))
-        return tantivy.Query.boolean_query(clauses)
+        return _filtered(self.schema, should, q.must_filters)
 
     def search(self, q: BM25Query, limit: int, params: RankingParams) -> list[tuple[int, float]]:
         """(chunk row, score) best first."""
