@@ -86,3 +86,21 @@ class BuildDamaged(KwikiError):
     """The build ``current`` points at cannot be opened (a file missing or corrupt); the previous one stays served."""
 
     status, code = 409, "build_damaged"
+
+
+class ServerUnreachable(Unavailable):
+    """The server the CLI was told to ask (``--url``, ``KWIKI_URL``) does not answer, or is not a kwiki server."""
+
+    code = "server_unreachable"
+
+
+class CorpusNotFound(BadRequest):
+    """``kwiki ingest --corpus PATH`` names no folder: refused before anything is read or built."""
+
+    code = "corpus_not_found"
+
+
+class EmptyBuild(KwikiError):
+    """A build read no page while the build served has pages: the served one is kept, nothing is switched."""
+
+    status, code = 409, "empty_build"

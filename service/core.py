@@ -13,20 +13,23 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
 from kwiki.errors import BadRequest, BuildDamaged, IndexMissing, KwikiError
 from kwiki.index.results import PageResponse, SearchResponse
-from kwiki.index.search import Searcher
-from kwiki.index.vectors import Embedder
 from kwiki.ledger import PAGE_TYPE, STATUSES, candidate_fields, indexed_candidates, ledger_summary
-from kwiki.profiling.compare import Comparison
-from kwiki.profiling.diagnose import DiagnoseResponse
 from kwiki.settings import Settings
 
-from .diagnosis import SignalPages, diagnose_request
+if TYPE_CHECKING:  # imported where used: `kwiki page` and `kwiki signals` never load the search engine or the model
+    from kwiki.index.pages import PageStore
+    from kwiki.index.search import Searcher
+    from kwiki.index.vectors import Embedder
+    from kwiki.profiling.compare import Comparison
+    from kwiki.profiling.diagnose import DiagnoseResponse
+
+    from .diagnosis import SignalPages
 
 log = logging.getLogger("kwiki")
 #: Candidates shown in the experience tier of a search (``/search``'s ``experience``, ``/ledger/search``).
@@ -97,8 +100,9 @@ def run_search(searcher: Searcher, req: SearchRequest, settings: Settings) -> Se
     return resp
 
 
-def page_view(searcher: Searcher, key: str) -> PageResponse:
-    """``GET /pages/{id}``: the page, and when the index holds ledger candidates, how those that applied it fared."""
+def page_view(searcher: Searcher | PageStore, key: str) -> PageResponse:
+    """``GET /pages/{id}``: the page (by its id or a link to it), and when the index holds ledger candidates, how
+    those that applied it fared. A :class:`~kwiki.index.pages.PageStore` will do: no vectors, no model."""
     resp = searcher.page(key)
     if PAGE_TYPE in searcher.known_types and resp.type != PAGE_TYPE:
         page = searcher.pages[resp.id]
@@ -166,6 +170,10 @@ class Kwiki:
         self.signal_pages: SignalPages | None = None
 
     def load(self) -> None:
+        from kwiki.index.search import Searcher
+
+        from .diagnosis import SignalPages
+
         try:
             try:
                 new = Searcher.open(self.settings.index_dir, embedder=self.embedder, threads=self.settings.embed_threads)
@@ -223,6 +231,8 @@ class Kwiki:
                  source: bytes | None = None, deadline: float | None = None) -> DiagnoseResponse | Comparison:
         """Diagnose one export, metrics object or text (or compare an export with its ``baseline``); pages come
         from the open index when there is one (:func:`kwiki.service.diagnosis.diagnose_request`)."""
+        from .diagnosis import diagnose_request
+
         searcher = searcher or self.get_or_none()
         return diagnose_request(data=data, filename=filename, metrics=metrics, text=text, searcher=searcher, k=k,
                                 max_bytes=self.settings.max_upload_bytes,
