@@ -209,7 +209,7 @@ class Searcher:
             t = time.perf_counter()
             stage(plan, cands, params, self)
             timings[stage.__name__] = (time.perf_counter() - t) * 1000
-        ranked = sorted(cands.pages.items(), key=self.rank_order)[: int(k)]
+        ranked = sorted(cands.pages.items(), key=self.rank_order)[: int(k) if cands.no_match is None else min(int(k), params.floor_nearest)]
         t = time.perf_counter()
         response = self.present(plan, cands, ranked, params, started)
         timings["present"] = (time.perf_counter() - t) * 1000
@@ -263,6 +263,7 @@ class Searcher:
             interpreted=Interpreted(aliases=plan.query.aliases, clauses=plan.clauses,
                                     corrections=[Correction(typed=a, searched=b) for a, b in plan.query.corrections]),
             index={"build_id": self.manifest.build_id, "corpus_hash": self.manifest.corpus_hash[:12]},
+            no_match=cands.no_match is not None, note=cands.no_match,
         )
 
     def _mark_clauses(self, hits: list[Hit], parts: list[str], vecs: np.ndarray) -> None:
@@ -294,8 +295,8 @@ class Searcher:
     def signal_pages(self, signals: list[dict[str, Any]], f: Filters, params: RankingParams) -> dict[str, tuple[float, str]]:
         """Pages an NCU signal points to: pattern ids (kwiki corpus) or matching symptoms (KernelWiki)."""
         out: dict[str, tuple[float, str]] = {}
-        for rank, sig in enumerate(signals[:3]):
-            weight = sig.get("confidence", 1.0) * (1.0 if rank == 0 else 0.5)
+        for rank, sig in enumerate(signals[: params.signals_routed]):
+            weight = sig.get("confidence", 1.0) * (1.0 if rank == 0 else params.signal_next_weight)
             pattern_ids = set(sig.get("patterns", []))
             symptoms = sig.get("symptoms", [])
             for key, page in self.routable:
@@ -305,14 +306,14 @@ class Searcher:
                 if page.id in pattern_ids:
                     w = weight
                 elif page_signals and sig["signal"] == next(iter(s.get("signal") for s in page.ncu_signals), None):
-                    w = 0.6 * weight  # its first (main) signal
+                    w = params.signal_main_share * weight
                 elif not page_signals and page.type == "pattern" and set(symptoms) & set(page.facet("symptoms")):
                     # KernelWiki patterns carry symptoms but no metric names; the signal's own symptom counts most
                     first = min(i for i, sym in enumerate(symptoms) if sym in page.facet("symptoms"))
                     w = params.symptom_route * weight / (1 + first)
                 else:
                     continue
-                w *= 1.0 if page.type == "pattern" else 0.6
+                w *= 1.0 if page.type == "pattern" else params.signal_non_pattern
                 if w > out.get(key, (0.0, ""))[0]:
                     out[key] = (w, sig["signal"])
         return out
