@@ -77,6 +77,8 @@ class Settings(BaseSettings):
     request_timeout_s: float = Field(default=10.0, gt=0, description="Deadline of a search or a diagnosis")
     max_connections: int = Field(default=512, ge=1, description="Open connections served; one more gets 503 (kwiki serve)")
     header_timeout_s: float = Field(default=10.0, gt=0, description="A connection with no whole request head by then is closed")
+    body_timeout_s: float = Field(default=60.0, gt=0, description="A request body still arriving this long after the "
+                                  "head deadline is answered 408 and closed (20 MiB at 1 MB/s fits)")
     ledger_dir: Path | None = Field(default=None, description="Candidate ledger workspace (default: <index_dir>/../ledger)")
 
     @field_validator("embed_adapter", mode="before")
