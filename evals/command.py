@@ -14,9 +14,9 @@ import yaml
 
 from kwiki.errors import BadRequest
 
-from .questions import load_suite
+from .questions import load_suite, load_unanswerable
 from .report import git_revision, update_readme, write_run
-from .runner import METHODS, SHIPPED, evaluate, margin, top3_rate
+from .runner import METHODS, SHIPPED, evaluate, floor_rates, margin, top3_rate
 
 if TYPE_CHECKING:
     from kwiki.index.vectors import Embedder
@@ -83,6 +83,7 @@ def run_eval(suites: list[str], methods: list[str], index_base: Path, *, threads
             test = [q for q in questions if q.split == "test"]
             res["top3_symptom_ncu_test"] = top3_rate(test, res["runs"][SHIPPED], ("symptom", "ncu-signal"))
             res["top3_symptom_ncu_all"] = top3_rate(questions, res["runs"][SHIPPED], ("symptom", "ncu-signal"))
+            res["floor"] = floor_rates(searcher, questions, res.get("no_match", []), load_unanswerable(), params)
             res["margins"] = {split: {base: margin(qs, res["per_question"], SHIPPED, base)
                                       for base in ("naive-fusion", "bm25", "keyword-baseline") if base in methods}
                               for split in ("test", "fresh", "real")

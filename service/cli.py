@@ -157,6 +157,8 @@ def search(
         typer.secho("also searched: " + ", ".join(map(str, read.corrections)), fg="cyan")
     if read.clauses:
         typer.secho(f"matched clause by clause ({len(read.clauses)}): " + " | ".join(read.clauses), fg="cyan")
+    if resp.no_match:
+        typer.secho(resp.note or "no page matches this query well", fg="yellow")
     for i, h in enumerate(resp.hits, 1):
         typer.secho(f"{i:2}. {h.title}", bold=True)
         typer.echo(f"    {h.id}  [{h.type}, {h.confidence or 'no confidence'}, {h.corpus}]  score {h.score:.4f}")

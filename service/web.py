@@ -12,6 +12,7 @@ Errors render as a message on the page (with the same text and hint as the JSON 
 
 from __future__ import annotations
 
+import posixpath
 import re
 from pathlib import Path
 from typing import Annotated, Any
@@ -19,15 +20,15 @@ from typing import Annotated, Any
 from fastapi import APIRouter, File, Form, Query, Request, UploadFile
 from fastapi.responses import FileResponse, HTMLResponse, Response
 from fastapi.templating import Jinja2Templates
-from markdown_it import MarkdownIt
-from markupsafe import Markup, escape
+from markupsafe import Markup
 
 from kwiki.errors import BadInput, BadRequest, KwikiError, NotFound
-from kwiki.index.results import PageResponse
+from kwiki.index.results import SearchResponse
 from kwiki.index.search import Searcher
 from kwiki.profiling.diagnose import DiagnoseResponse, PageRef
 
 from .core import Kwiki, SearchFilters, SearchRequest
+from .web_markdown import Resolver, http_url, render_markdown, render_snippet
 
 HERE = Path(__file__).resolve().parent
 STATIC = HERE / "static"
@@ -38,22 +39,6 @@ _STOP = frozenset("the and for with are was that this from have has not but its 
 
 router = APIRouter(include_in_schema=False)
 templates = Jinja2Templates(directory=str(HERE / "templates"))
-_md = MarkdownIt("commonmark", {"html": False, "linkify": False}).enable("table")
-
-
-def highlight(text: str, terms: list[str]) -> Markup:
-    """``text`` HTML-escaped, with each of ``terms`` (case-insensitive, whole words) in ``<mark>``."""
-    words = sorted({t.strip() for t in terms if t and len(t.strip()) >= 2}, key=len, reverse=True)
-    if not words:
-        return Markup(escape(text))
-    pattern = re.compile(r"(?<![\w])(" + "|".join(re.escape(w) for w in words) + r")(?![\w])", re.I)
-    out, last = [], 0
-    for m in pattern.finditer(text):
-        out.append(str(escape(text[last:m.start()])))
-        out.append(f"<mark>{escape(m.group(0))}</mark>")
-        last = m.end()
-    out.append(str(escape(text[last:])))
-    return Markup("".join(out))
 
 
 def query_terms(q: str) -> list[str]:
@@ -61,59 +46,49 @@ def query_terms(q: str) -> list[str]:
     return [w for w in re.findall(r"[A-Za-z0-9_.]+", q) if len(w) >= 3 and w.lower() not in _STOP]
 
 
-def render_markdown(text: str, links: dict[str, str] | None = None) -> Markup:
-    """A page body as HTML; raw HTML in the markdown is escaped, not passed through.
+def page_resolver(searcher: Searcher, corpus: str, path: str) -> Resolver:
+    """Resolves the relative markdown links of the page at ``path`` of ``corpus`` (``../techniques/stream-k.md``)
+    to the keys of the pages they name, so links between wiki pages open in the page view."""
+    by_path = _paths(searcher).get(corpus, {})
+    base = posixpath.dirname(path)
 
-    ``links`` maps the body's relative links (``../techniques/stream-k.md``) to page keys, so links between
-    wiki pages open in the page view instead of pointing at markdown files that the server does not serve.
-    """
-    return Markup(_md.render(text, {"kwiki_links": links or {}}))
+    def resolve(href: str) -> str | None:
+        if "://" in href or not href.endswith(".md"):
+            return None
+        return by_path.get(posixpath.normpath(posixpath.join(base, href)))
 
-
-def _link_open(renderer: Any, tokens: list, idx: int, options: Any, env: dict) -> str:
-    # bound as a renderer method by add_render_rule
-    token = tokens[idx]
-    key = env.get("kwiki_links", {}).get(str(token.attrGet("href") or "").split("#")[0])
-    if key:
-        token.attrSet("href", f"/ui/page/{key}")
-    return renderer.renderToken(tokens, idx, options, env)
+    return resolve
 
 
-_md.add_render_rule("link_open", _link_open)
+_held: dict[str, tuple[Searcher, dict[str, dict[str, str]]]] = {}
 
 
-def page_links(searcher: Searcher, page: PageResponse) -> dict[str, str]:
-    """Relative markdown links of ``page`` that name another page of the same corpus -> that page's key."""
-    import posixpath
+def _paths(searcher: Searcher) -> dict[str, dict[str, str]]:
+    """corpus -> page path -> page key, built once per open index (only the one being served is kept)."""
+    held = _held.get("paths")
+    if held is None or held[0] is not searcher:
+        paths: dict[str, dict[str, str]] = {}
+        for p in searcher.pages.values():
+            paths.setdefault(p.corpus, {})[p.path] = p.key
+        held = _held["paths"] = (searcher, paths)
+    return held[1]
 
-    by_path = {p.path: p.key for p in searcher.pages.values() if p.corpus == page.corpus}
-    base = posixpath.dirname(page.path)
-    out: dict[str, str] = {}
-    for href in re.findall(r"\]\(([^)\s#]+\.md)(?:#[^)]*)?\)", page.body):
-        if "://" not in href:
-            key = by_path.get(posixpath.normpath(posixpath.join(base, href)))
-            if key:
-                out[href] = key
+
+def hit_snippets(searcher: Searcher, resp: SearchResponse, terms: list[str]) -> dict[str, Markup]:
+    """Each hit's snippet rendered from the page's own markdown over the hit chunk's lines (links, code and tables
+    as such, headings as lead-ins, the query's terms marked); the API's plain snippet where the chunk has no lines
+    of the body (a page's front matter)."""
+    out = {}
+    for h in resp.hits:
+        page = searcher.pages.get(h.id)
+        text = ""
+        if page is not None and h.lines:
+            text = "\n".join(page.body.splitlines()[max(0, h.lines[0] - page.body_line): max(0, h.lines[1] - page.body_line + 1)])
+        out[h.id] = render_snippet(text if text.strip() else h.snippet, terms + h.why.matched_terms,
+                                   page_resolver(searcher, h.corpus, h.path))
     return out
 
 
-def http_url(url: object) -> str:
-    """``url`` when it is an absolute http(s) URL, else "": only those become links (a page's ``url:
-    javascript:...`` would run in the reader's browser).
-
-    >>> http_url("https://docs.nvidia.com/x"), http_url("javascript:alert(1)"), http_url(" JaVaScRiPt:x"), http_url("//evil")
-    ('https://docs.nvidia.com/x', '', '', '')
-    """
-    if not isinstance(url, str):
-        return ""
-    text = url.strip()
-    if any(c.isspace() or ord(c) < 32 for c in text):
-        return ""
-    scheme, sep, rest = text.partition("://")
-    return text if sep and scheme.lower() in ("http", "https") and rest and not rest.startswith("/") else ""
-
-
-templates.env.filters["highlight"] = highlight
 templates.env.filters["http_url"] = http_url
 
 
@@ -163,7 +138,8 @@ def search_page(request: Request, page: Annotated[PageQuery, Query()]) -> HTMLRe
         searcher = state.get()
         ctx["options"] = _facet_options(searcher)
         if page.q.strip():
-            ctx["resp"] = state.search(SearchRequest(q=page.q, k=_int(page.k, "k"), **chosen))
+            ctx["resp"] = resp = state.search(SearchRequest(q=page.q, k=_int(page.k, "k"), **chosen))
+            ctx["snippets"] = hit_snippets(searcher, resp, ctx["terms"])
     except KwikiError as exc:
         ctx.setdefault("options", _facet_options(None))
         ctx["error"], status = _error(exc), exc.status
@@ -178,7 +154,7 @@ def page_view(request: Request, page_id: str, q: Annotated[str, Query()] = "") -
         page = _state(request).page(page_id)
     except KwikiError as exc:
         return _render(request, "page.html", exc.status, page=None, error=_error(exc), q=q)
-    return _render(request, "page.html", page=page, error=None, q=q, body=render_markdown(page.body, page_links(searcher, page)))
+    return _render(request, "page.html", page=page, error=None, q=q, body=render_markdown(page.body, page_resolver(searcher, page.corpus, page.path)))
 
 
 @router.get("/ui/diagnose", response_class=HTMLResponse)
