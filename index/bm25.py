@@ -11,6 +11,7 @@ from the analyzers' tokens.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -88,7 +89,7 @@ def _document(page: Page, row: int, headings: str, body: str) -> tantivy.Documen
     )
 
 
-def _write(path: Path, docs, index_schema: tantivy.Schema | None = None) -> None:
+def _write(path: Path, docs: Iterable[tantivy.Document], index_schema: tantivy.Schema | None = None) -> None:
     path.mkdir(parents=True)
     index = tantivy.Index(index_schema or schema(), path=str(path))
     register(index)

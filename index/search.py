@@ -19,6 +19,7 @@ import numpy as np
 
 from kwiki.errors import BadRequest, IndexIncompatible, IndexMissing, PageNotFound
 from kwiki.ingest.models import Page
+from kwiki.settings import DEFAULT_K, MAX_K, MAX_QUERY_CHARS
 
 from . import vectors
 from .bm25 import BM25Index, PageIndex
@@ -50,7 +51,7 @@ class Searcher:
     embedder: vectors.Embedder | None = None
     threads: int = 2
     corpus_aliases: dict[str, dict[str, list[str]]] = field(default_factory=dict)  # corpus -> its data/aliases.yaml
-    params: RankingParams = field(default_factory=RankingParams)  # the ranking's numbers (``kwiki eval --set``)
+    params: RankingParams = field(default_factory=lambda: RankingParams())  # the ranking's numbers (``kwiki eval --set``)
     # Derived once in __post_init__, never per query.
     page_keys: list[str] = field(init=False)
     page_pos: dict[str, int] = field(init=False)  # page key -> position in page_keys
@@ -197,8 +198,8 @@ class Searcher:
         return True
 
     # ---------------------------------------------------------------- search
-    def search(self, q: str | None, k: int = 10, filters: dict | None = None, options: SearchOptions | None = None,
-               max_chars: int = 2000, max_k: int = 100, params: RankingParams | None = None) -> SearchResponse:
+    def search(self, q: str | None, k: int = DEFAULT_K, filters: dict | None = None, options: SearchOptions | None = None,
+               max_chars: int = MAX_QUERY_CHARS, max_k: int = MAX_K, params: RankingParams | None = None) -> SearchResponse:
         """The pipeline of ``pipeline.STAGES`` over a plan of the query, then the top ``k`` pages as hits."""
         started = time.perf_counter()
         params = params or self.params
@@ -322,7 +323,8 @@ class Searcher:
              sentence: str | None) -> Hit:
         query = plan.query
         lifted = cands.lifted.get(page.key)
-        crow = self.chunk_rows[row] if row is not None else {"text": page.title, "heading_path": [], "line_start": 1, "line_end": 1}
+        crow: dict[str, Any] = (self.chunk_rows[row] if row is not None
+                                else {"text": page.title, "heading_path": [], "line_start": 1, "line_end": 1})
         return Hit(
             id=page.key, page_id=page.id, title=page.title, type=page.type, corpus=page.corpus, path=page.path,
             score=round(float(score), 6), confidence=page.confidence, reproducibility=page.reproducibility,

@@ -76,6 +76,12 @@ class Unavailable(KwikiError):
     status, code = 503, "unavailable"
 
 
+class SlowRequest(KwikiError):
+    """A request body still arriving past ``KWIKI_BODY_TIMEOUT_S`` (one dribbled a byte at a time holds a worker)."""
+
+    status, code = 408, "request_timeout"
+
+
 class RequestTimeout(KwikiError):
     """A request ran past ``KWIKI_REQUEST_TIMEOUT_S`` (searches and diagnoses alike); the server stays up."""
 

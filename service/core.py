@@ -24,7 +24,7 @@ from kwiki.index.vectors import Embedder
 from kwiki.ledger import PAGE_TYPE, STATUSES, candidate_fields, indexed_candidates, ledger_summary
 from kwiki.profiling.compare import Comparison
 from kwiki.profiling.diagnose import DiagnoseResponse
-from kwiki.settings import Settings
+from kwiki.settings import DEFAULT_K, PAGES_PER_SIGNAL, Settings
 
 from .diagnosis import SignalPages, diagnose_request
 
@@ -54,7 +54,7 @@ FILTERS = tuple(SearchFilters.model_fields)
 
 class SearchRequest(SearchFilters):
     q: str = Field(..., description="The question, symptom, metric name or rule message")
-    k: int = Field(10, description="Number of pages to return")
+    k: int = Field(DEFAULT_K, description="Number of pages to return")
 
 
 class SearchQuery(SearchRequest):
@@ -218,7 +218,7 @@ class Kwiki:
         return tiered_search(self.get(), req, self.settings, experience_k, status)
 
     def diagnose(self, *, data: bytes | None = None, filename: str = "", metrics: dict[str, Any] | None = None,
-                 text: str | None = None, k: int = 5, searcher: Searcher | None = None, baseline: bytes | None = None,
+                 text: str | None = None, k: int = PAGES_PER_SIGNAL, searcher: Searcher | None = None, baseline: bytes | None = None,
                  baseline_filename: str = "", kernel: str | None = None,
                  source: bytes | None = None, deadline: float | None = None) -> DiagnoseResponse | Comparison:
         """Diagnose one export, metrics object or text (or compare an export with its ``baseline``); pages come

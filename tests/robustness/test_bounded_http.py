@@ -55,7 +55,7 @@ class Served:
 def served(tmp_path_factory):
     base = tmp_path_factory.mktemp("bare")
     settings = Settings(index_dir=base / "none", ledger_dir=base / "ledger", admin_token=TOKEN,
-                        max_connections=MAX_CONN, header_timeout_s=2.0, cors_origins=["https://ok.example"])
+                        max_connections=MAX_CONN, header_timeout_s=2.0, body_timeout_s=2.0, cors_origins=["https://ok.example"])
     with Served(settings) as srv:
         yield srv
 
@@ -113,6 +113,31 @@ def test_unfinished_request_head_is_closed(served):
     with socket.create_connection(("127.0.0.1", served.port), timeout=60) as s:
         s.sendall(b"GET /signals HTTP/1.1\r\nHost: x\r\nX-Slow: ")
         assert _recv_all(s) == b""
+
+
+def test_dribbled_request_body_gets_408_and_is_closed(served, client):
+    """A head with a body announced and sent a few bytes at a time held a worker for as long as the client liked;
+    now the body has the head deadline plus ``body_timeout_s`` (2 s + 2 s here) to arrive."""
+    with socket.create_connection(("127.0.0.1", served.port), timeout=60) as s:
+        s.sendall(b"POST /search HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{")
+        start = time.monotonic()
+        s.settimeout(0.5)
+        reply = b""
+        while time.monotonic() - start < 30:
+            try:
+                s.sendall(b" ")  # one byte every half second: never a whole body
+                chunk = s.recv(65536)
+            except socket.timeout:
+                continue
+            except OSError:  # closed by the server while we were still sending
+                break
+            if not chunk:
+                break
+            reply += chunk
+        head, _, body = reply.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 408"), reply[:200]
+        assert json.loads(body)["error"]["code"] == "request_timeout"
+    assert client.get("/signals").status_code == 200
 
 
 def test_resource_error_log_line_is_rate_limited():
