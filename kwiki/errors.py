@@ -92,3 +92,15 @@ class BuildDamaged(KwikiError):
     """The build ``current`` points at cannot be opened (a file missing or corrupt); the previous one stays served."""
 
     status, code = 409, "build_damaged"
+
+
+class UnknownReference(BadRequest):
+    """A ledger candidate names a parent, technique or pattern id that does not exist; the hint lists the nearest."""
+
+    code = "unknown_reference"
+
+
+class LedgerUnavailable(Unavailable):
+    """The ledger's database cannot be reached or opened (``KWIKI_LEDGER_URL``, or a workspace's SQLite file)."""
+
+    code = "ledger_unavailable"
