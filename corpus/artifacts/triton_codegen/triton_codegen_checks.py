@@ -74,6 +74,33 @@ def transpose_2d(x_ptr, y_ptr, M, N, BM: tl.constexpr, BN: tl.constexpr):
     tl.store(y_ptr + rn[:, None] * M + rm[None, :], tl.trans(tile), mask=tl.trans(mask))
 
 
+@triton.jit
+def mm_desc(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, WS: tl.constexpr):
+    a_d = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[K, 1], block_shape=[BM, BK])
+    b_d = tl.make_tensor_descriptor(b_ptr, shape=[N, K], strides=[K, 1], block_shape=[BN, BK])
+    c_d = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[N, 1], block_shape=[BM, BN])
+    pm, pn = tl.program_id(0), tl.program_id(1)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in tl.range(0, tl.cdiv(K, BK), warp_specialize=WS):
+        a = a_d.load([pm * BM, k * BK])
+        b = b_d.load([pn * BN, k * BK])
+        acc = tl.dot(a, b.T, acc)
+    c_d.store([pm * BM, pn * BN], acc.to(tl.bfloat16))
+
+
+@triton.jit
+def chained_dot(q_ptr, k_ptr, v_ptr, o_ptr, N, BM: tl.constexpr, BN: tl.constexpr, D: tl.constexpr):
+    rm, rn, rd = tl.arange(0, BM), tl.arange(0, BN), tl.arange(0, D)
+    q = tl.load(q_ptr + rm[:, None] * D + rd[None, :])
+    acc = tl.zeros((BM, D), dtype=tl.float32)
+    for start in range(0, N, BN):
+        kt = tl.load(k_ptr + (start + rn)[None, :] * D + rd[:, None])
+        p = tl.exp(tl.dot(q, kt)).to(tl.bfloat16)          # attention-like P = exp(Q K^T)
+        v = tl.load(v_ptr + (start + rn)[:, None] * D + rd[None, :])
+        acc = tl.dot(p, v, acc)                              # P feeds the second dot from registers
+    tl.store(o_ptr + rm[:, None] * D + rd[None, :], acc)
+
+
 def main():
     print("triton", triton.__version__)
     sig = {"x_ptr": "*fp16", "y_ptr": "*fp16", "n_rows": "i32", "n_cols": "i32", "stride_row": "i32",
@@ -121,6 +148,41 @@ def main():
         k.asm["ttgir"].count("ttg.convert_layout"), k.metadata.shared,
         sorted({l.split()[1] for l in p.splitlines() if "ld.global" in l or "st.global" in l})))
     print("asm keys:", sorted(k.asm.keys()), "sass has LDG.E.128:", "LDG.E.128" in k.asm["sass"])
+    ssig = dict(msig, c_ptr="*bf16")
+    for cc in (80, 90, 100):
+        for bm, bn, bk, nw in ((128, 256, 64, 8), (128, 128, 64, 4)):
+            for st in (2, 3, 4):
+                k = build(mm, ssig, {"BM": bm, "BN": bn, "BK": bk}, cc, num_warps=nw, num_stages=st,
+                          div16=("a_ptr", "b_ptr", "c_ptr", "K", "N"))
+                one = (bm * bk + bk * bn) * 2
+                print("stages sm_%d %dx%dx%d bf16 num_stages=%d: shared=%d bytes = %.2f x one A+B stage (%d)" % (
+                    cc, bm, bn, bk, st, k.metadata.shared, k.metadata.shared / one, one))
+
+    dsig = {"a_ptr": "*bf16", "b_ptr": "*bf16", "c_ptr": "*bf16", "M": "i32", "N": "i32", "K": "i32",
+            "BM": "constexpr", "BN": "constexpr", "BK": "constexpr", "WS": "constexpr"}
+    ops = ["ttng.tensormap_create", "ttng.async_tma_copy_global_to_local", "ttng.barrier_expect", "ttng.wait_barrier",
+           "ttng.warp_group_dot ", "ttng.tc_gen5_mma", "ttng.tmem_alloc", "ttg.warp_specialize",
+           "ttng.async_tma_copy_local_to_global"]
+    ptxs = ["cp.async.bulk.tensor", "wgmma.mma_async", "tcgen05.mma", "mbarrier.try_wait", "setmaxnreg"]
+    for cc in (90, 100):
+        for ws in (False, True):
+            k = build(mm_desc, dsig, {"BM": 128, "BN": 128, "BK": 64, "WS": ws}, cc, num_warps=4, num_stages=3,
+                      div16=("a_ptr", "b_ptr", "c_ptr", "M", "N", "K"))
+            g, p = k.asm["ttgir"], k.asm["ptx"]
+            regs = re.findall(r"requestedRegisters = array<i32: [0-9, ]+>", g) + re.findall(r"num_warps\(\d+\)", g)
+            print("descriptor dot sm_%d warp_specialize=%s: ttgir=%s ptx=%s shared=%d launched_warps=%d %s" % (
+                cc, ws, [o.strip() for o in ops if o in g], [x for x in ptxs if x in p], k.metadata.shared,
+                k.metadata.num_warps, regs))
+
+
+    csig = {"q_ptr": "*bf16", "k_ptr": "*bf16", "v_ptr": "*bf16", "o_ptr": "*fp32", "N": "i32",
+            "BM": "constexpr", "BN": "constexpr", "D": "constexpr"}
+    k = build(chained_dot, csig, {"BM": 128, "BN": 64, "D": 64}, 90, num_warps=4, num_stages=2,
+              div16=("q_ptr", "k_ptr", "v_ptr", "o_ptr", "N"))
+    g = k.asm["ttgir"]
+    second = [l for l in g.splitlines() if "ttng.warp_group_dot " in l][-1]
+    print("chained dot sm_90: second dot A operand in registers:", "tensor<128x64xbf16, #ttg.dot_op<{opIdx = 0" in second,
+          "local_alloc=%d" % g.count("ttg.local_alloc"), attrs_of(g, r"#ttg\.nvidia_mma<\{[^}]*\}>"))
 
 
 if __name__ == "__main__":
