@@ -110,3 +110,15 @@ class EmptyBuild(KwikiError):
     """A build read no page while the build served has pages: the served one is kept, nothing is switched."""
 
     status, code = 409, "empty_build"
+
+
+class UnknownReference(BadRequest):
+    """A ledger candidate names a parent, technique or pattern id that does not exist; the hint lists the nearest."""
+
+    code = "unknown_reference"
+
+
+class LedgerUnavailable(Unavailable):
+    """The ledger's database cannot be reached or opened (``KWIKI_LEDGER_URL``, or a workspace's SQLite file)."""
+
+    code = "ledger_unavailable"

@@ -81,12 +81,26 @@ class Settings(BaseSettings):
     header_timeout_s: float = Field(default=10.0, gt=0, description="A connection with no whole request head by then is closed")
     body_timeout_s: float = Field(default=60.0, gt=0, description="A request body still arriving this long after the "
                                   "head deadline is answered 408 and closed (20 MiB at 1 MB/s fits)")
-    ledger_dir: Path | None = Field(default=None, description="Candidate ledger workspace (default: <index_dir>/../ledger)")
+    ledger_dir: Path | None = Field(default=None, description="Candidate ledger workspace, a folder holding its SQLite "
+                                    "file ledger.sqlite3 (default: <index_dir>/../ledger); unused when ledger_url is set")
+    ledger_url: str | None = Field(default=None, description="A shared ledger on PostgreSQL for a team, e.g. "
+                                   "postgresql://kwiki@db.example/kwiki (libpq URL; ?options=-csearch_path%3Dteam_a keeps several "
+                                   "ledgers in one database); unset: the workspace's SQLite file")
 
     @field_validator("embed_adapter", mode="before")
     @classmethod
     def _no_adapter(cls, value: object) -> object:
         return None if isinstance(value, str) and value.strip().lower() in ("", "none") else value
+
+    @field_validator("ledger_url", mode="before")
+    @classmethod
+    def _ledger_url(cls, value: object) -> object:
+        if isinstance(value, str):
+            value = value.strip() or None
+            if value and not value.startswith(("postgresql://", "postgres://")):
+                raise ValueError("KWIKI_LEDGER_URL must be a PostgreSQL URL such as postgresql://user@host:5432/kwiki; "
+                                 "leave it unset for the workspace's SQLite file")
+        return value
 
     @field_validator("cors_origins", mode="before")
     @classmethod

@@ -222,9 +222,10 @@ def page(
 
         def in_process() -> PageResponse:
             from kwiki.index.pages import PageStore
+            from kwiki.ledger import open_ledger
             from kwiki.service.core import page_view
 
-            return page_view(PageStore.open(settings.index_dir), page_id)
+            return page_view(PageStore.open(settings.index_dir), page_id, open_ledger(settings))
 
         resp = answer(server_for(settings, url, local),
                       lambda server: PageResponse.model_validate(server.get(page_path(page_id))), in_process)
@@ -385,7 +386,7 @@ def diagnose(
     baseline: Annotated[Optional[Path], typer.Option("--baseline", help="The parent's export: compare PATH against it")] = None,
     kernel: Annotated[Optional[str], typer.Option("--kernel", help="Only the launches of kernels whose name contains this")] = None,
     source: Annotated[Optional[Path], typer.Option("--source", help="The report's --page source --csv export: add its hotspots")] = None,
-    plot: Annotated[Optional[Path], typer.Option("--plot", help="Write the first PM-sampling timeline as a PNG chart (needs matplotlib)")] = None,
+    plot: Annotated[Optional[Path], typer.Option("--plot", help="Write the first PM-sampling timeline as a PNG chart")] = None,
     record: Annotated[Optional[str], typer.Option("--record", help="Attach the diagnosis to this ledger candidate")] = None,
     candidate: Annotated[Optional[str], typer.Option("--candidate", help="With --baseline: attach the comparison to this ledger candidate")] = None,
     workspace: Annotated[Optional[Path], typer.Option("--workspace", help="Ledger workspace for --record / --candidate")] = None,
@@ -453,17 +454,15 @@ def diagnose(
 
             record_diagnosis(record, resp, workspace, settings)
     if plot is not None:
-        from kwiki.profiling.timeline import plot as plot_timeline
+        from kwiki.service.charts import write_timeline_png
 
         launches = resp.after_diagnosis.launches if isinstance(resp, Comparison) and resp.after_diagnosis else getattr(resp, "launches", [])
         timeline = next((d.timeline for d in launches if d.timeline is not None), None)
         if timeline is None:
             typer.echo("note: no PM-sampling timeline in the export (capture with --section PmSampling and export the raw page "
                        "with --print-metric-instances values): no chart written", err=True)
-        elif not plot_timeline(timeline, plot):
-            typer.echo("note: matplotlib is not installed: no chart written (pip install matplotlib); the sparkline and the "
-                       "JSON `timeline` carry the same series", err=True)
         else:
+            write_timeline_png(timeline, plot)
             typer.echo(f"wrote {plot}", err=True)
     if json_out:
         print_json(resp)

@@ -150,4 +150,4 @@ def attach_comparison(ledger: Ledger, candidate_id: str, c: Comparison) -> Candi
     if c.before not in cand.evidence.reports:
         cand.evidence.reports.append(c.before)
     ev = Evidence.model_validate({**cand.evidence.model_dump(exclude=set(extra)), **extra})
-    return ledger.append(cand.model_copy(update={"evidence": ev}), write_benchmarks=False)
+    return ledger.append(cand.model_copy(update={"evidence": ev}))

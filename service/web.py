@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -25,6 +26,7 @@ from markupsafe import Markup
 from kwiki.errors import BadInput, BadRequest, KwikiError, NotFound
 from kwiki.index.results import SearchResponse
 from kwiki.index.search import Searcher
+from kwiki.profiling.compare import Comparison
 from kwiki.profiling.diagnose import DiagnoseResponse, PageRef
 
 from .core import Kwiki, SearchFilters, SearchRequest
@@ -170,8 +172,10 @@ async def diagnose_upload(
     text: Annotated[str, Form(description="or pasted ncu output / rule messages")] = "",
     k: Annotated[str, Form()] = "5",
     source: Annotated[UploadFile | None, File(description="the same report's --page source --csv export: hotspots")] = None,
+    baseline: Annotated[UploadFile | None, File(description="the parent's export: compare the upload with it")] = None,
 ) -> HTMLResponse:
-    """Diagnose an upload (or pasted text) with ``diagnose_request``, what ``POST /diagnose`` calls, and show it."""
+    """Diagnose an upload (or pasted text) with ``diagnose_request``, what ``POST /diagnose`` calls, and show it; with
+    a ``baseline`` export, compare the upload with it (``kwiki diagnose AFTER --baseline BEFORE``) and show both."""
     import asyncio
 
     from .limits import within_deadline
@@ -180,6 +184,7 @@ async def diagnose_upload(
     settings = state.settings
     filename = (file.filename or "upload") if file is not None and file.filename else ""
     searcher = state.get_or_none()
+    comparison: Comparison | None = None
     try:
         if filename:
             data = await file.read(settings.max_upload_bytes + 1)  # type: ignore[union-attr]
@@ -188,36 +193,52 @@ async def diagnose_upload(
             kwargs: dict[str, Any] = {"data": data, "filename": filename}
             if source is not None and source.filename:
                 kwargs["source"] = await source.read(settings.max_upload_bytes + 1)
+            if baseline is not None and baseline.filename:
+                kwargs["baseline"] = await baseline.read(settings.max_upload_bytes + 1)
+                kwargs["baseline_filename"] = baseline.filename
+                if not kwargs["baseline"]:
+                    raise BadInput("the baseline file is empty", hint="choose the parent kernel's export, captured the same way")
+        elif baseline is not None and baseline.filename:
+            raise BadInput("a baseline needs an export to compare with it", hint="choose the candidate's export as the file")
         elif text.strip():
             kwargs = {"text": text}
         else:
             raise BadInput("choose an NCU export or paste ncu output", hint="export with `ncu --page raw --csv`")
-        result = await within_deadline(settings.request_timeout_s, state.diagnose, searcher=searcher, k=_int(k, "k"), **kwargs)
-        assert isinstance(result, DiagnoseResponse)  # no baseline here: a diagnosis, never a comparison
+        answer = await within_deadline(settings.request_timeout_s, state.diagnose, searcher=searcher, k=_int(k, "k"), **kwargs)
+        if isinstance(answer, Comparison):
+            comparison, result = answer, answer.after_diagnosis
+        else:
+            result = answer
     except KwikiError as exc:
         return _render(request, "diagnose.html", exc.status, result=None, error=_error(exc), filename=filename,
                        text=text, indexed=searcher is not None)
-    charts = await asyncio.to_thread(_timeline_charts, result)
-    return _render(request, "diagnose.html", result=result, error=None, filename=filename or "pasted text", text=text,
-                   indexed=searcher is not None, reading=_reading_list(result), charts=charts)
+    charts = await asyncio.to_thread(_charts, result, comparison)
+    return _render(request, "diagnose.html", result=result, comparison=comparison, error=None, filename=filename or "pasted text",
+                   text=text, indexed=searcher is not None, reading=_reading_list(result) if result else [], charts=charts)
 
 
-MAX_CHARTS = 3  # PNG timelines drawn per page (each takes ~0.3 s with matplotlib)
+MAX_CHARTED = 3  # launches (and matched kernels) charted per page, the first in its order: 0.1-0.2 s a chart on 2 busy cores
 
 
-def _timeline_charts(result: Any) -> dict[str, str]:
-    """launch id -> a base64 PNG of its PM-sampling timeline; empty when matplotlib is not installed."""
-    import base64
-    import io
+@dataclass
+class Charts:
+    """The page's inline SVG charts: by launch id, and one per matched kernel of a comparison."""
 
-    from kwiki.profiling.timeline import plot
+    launch: dict[str, Markup] = field(default_factory=dict)
+    timeline: dict[str, Markup] = field(default_factory=dict)
+    compare: list[Markup] = field(default_factory=list)
 
-    out: dict[str, str] = {}
-    for launch in [d for d in getattr(result, "launches", []) if d.timeline is not None][:MAX_CHARTS]:
-        buf = io.BytesIO()
-        if not plot(launch.timeline, buf):
-            break
-        out[launch.launch_id] = base64.b64encode(buf.getvalue()).decode()
+
+def _charts(result: DiagnoseResponse | None, comparison: Comparison | None) -> Charts:
+    from .charts import comparison_chart, launch_chart, timeline_chart
+
+    out = Charts()
+    for launch in (result.launches if result else [])[:MAX_CHARTED]:
+        if (chart := launch_chart(launch)) is not None:
+            out.launch[launch.launch_id] = chart
+        if launch.timeline is not None and (chart := timeline_chart(launch.timeline)) is not None:
+            out.timeline[launch.launch_id] = chart
+    out.compare = [comparison_chart(kc) for kc in (comparison.kernels if comparison else [])[:MAX_CHARTED]]
     return out
 
 
