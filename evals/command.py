@@ -76,6 +76,9 @@ def run_eval(suites: list[str], methods: list[str], index_base: Path, *, threads
         if adapter and "naive-fusion" in methods:
             base_embedder = base_embedder or Embedder(threads=threads)
             base = suite_index(suite, root, name, index_base, threads, base_embedder)
+            if base.manifest.corpus_hash != searcher.manifest.corpus_hash:
+                raise BadRequest(f"the {suite} corpus changed between its two index builds (shipped and base model)",
+                                 hint="run the eval again once nothing is writing to the corpus")
         res = evaluate(searcher, questions, methods, progress=(lambda: progress(suite, len(questions) * len(methods))) if progress else None,
                        params=params, base_searcher=base)
         res["manifest"] = searcher.manifest.model_dump()

@@ -78,7 +78,7 @@ def run_method(searcher: Searcher, questions: list[Question], method: str, corpu
     filters = {"corpus": [corpus]} if corpus else {}
     for q in questions:
         if baseline is not None:
-            hits = [(searcher.pages[key].id, score) for key, score in baseline.search(q.query, DEPTH)]
+            hits = [(pages[key].id, score) for key, score in baseline.search(q.query, DEPTH)]
         else:
             resp = searcher.search(q.query, k=DEPTH, filters=filters, options=options, max_chars=10_000, params=params)
             hits = [(h.page_id, h.score) for h in resp.hits]

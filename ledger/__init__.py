@@ -20,7 +20,7 @@ The index knows nothing of the ledger; the service puts the two together (``docs
 
 from __future__ import annotations
 
-from .db import DB_FILE, MIGRATIONS, SCHEMA_VERSION, Ledger, Migration, nearest
+from .db import DB_FILE, MIGRATIONS, SCHEMA_VERSION, Ledger, Migration
 from .ops import (
     applies_to,
     attach_diagnosis,
@@ -61,6 +61,7 @@ from .store import (
     LedgerRead,
     LineProblem,
     Status,
+    nearest,
     validation_reason,
 )
 from .tree import TaskTree, TreeRow, lineage, render_tree

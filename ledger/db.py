@@ -43,12 +43,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 from urllib.parse import urlsplit, urlunsplit
 
-from rapidfuzz import fuzz, process
-
 from kwiki.errors import BadRequest, LedgerUnavailable, NotFound
 
 from .pages import candidate_title, render_body
-from .store import MAX_RECORD_BYTES, STATUSES, Candidate, JsonlWorkspace, LedgerRead, LineProblem, bare_page_id, now_iso
+from .store import MAX_RECORD_BYTES, STATUSES, Candidate, JsonlWorkspace, LedgerRead, LineProblem, bare_page_id, nearest, now_iso
 
 if TYPE_CHECKING:
     import psycopg
@@ -63,8 +61,6 @@ CONNECT_TIMEOUT_S = 10
 SEARCH_POOL = 200
 #: Query words used by the text search: a pasted report still searches, without a query of thousands of terms.
 MAX_QUERY_TERMS = 64
-#: Nearest ids named in the hint of an unknown id.
-HINT_IDS = 3
 _WORD = re.compile(r"[A-Za-z0-9_]+")
 _AUTO_ID = re.compile(r"c[0-9]{3,}")
 #: Words the text search leaves out on both backends (PostgreSQL's english configuration drops them itself; FTS5 has
@@ -406,15 +402,6 @@ def import_jsonl(tx: Tx, ws: JsonlWorkspace) -> dict[str, Any]:
             "sha256": digest.hexdigest(), "at": now_iso()}
     tx.run("INSERT INTO meta (name, value) VALUES (?, ?)", ("imported_jsonl", json.dumps(info)))
     return info
-
-
-def nearest(ref: str, choices: Sequence[str], n: int = HINT_IDS) -> list[str]:
-    """The ``n`` choices closest to ``ref`` (edit distance), best first.
-
-    >>> nearest("technique-smem-swizling", ["technique-smem-swizzling", "pattern-tail-effect", "technique-split-k"], 1)
-    ['technique-smem-swizzling']
-    """
-    return [c for c, _, _ in process.extract(ref, list(choices), scorer=fuzz.ratio, limit=n)] if choices else []
 
 
 # ---------------------------------------------------------------------------------------------- the ledger

@@ -19,9 +19,9 @@ from kwiki.errors import BadRequest, NotFound, UnknownReference
 from kwiki.ingest.models import Page, PageSource
 from kwiki.settings import Settings
 
-from .db import Ledger, nearest
+from .db import Ledger
 from .pages import CORPUS, candidate_page
-from .store import STATUSES, Candidate, Evidence, LineProblem, applies_to, now_iso, page_variants, validation_reason
+from .store import STATUSES, Candidate, Evidence, LineProblem, applies_to, nearest, now_iso, page_variants, validation_reason
 
 
 def workspace_dir(settings: Settings, workspace: Path | None = None) -> Path:

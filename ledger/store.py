@@ -19,9 +19,10 @@ import io
 import json
 import math
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from rapidfuzz import fuzz, process
 
 from kwiki.errors import BadRequest, NotFound
 
@@ -31,6 +32,8 @@ BENCH_COLUMNS = ("candidate_id", "task", "shape", "dtype", "gpu", "metric", "val
 STATUSES = ("candidate", "promoted", "rejected")
 #: A record larger than this is refused: a ledger line is a summary, the reports live beside it.
 MAX_RECORD_BYTES = 256 * 1024
+#: Nearest ids named in the hint of an unknown id.
+HINT_IDS = 3
 
 Status = Literal["candidate", "promoted", "rejected"]
 
@@ -188,7 +191,9 @@ class LedgerRead(BaseModel):
         exact = [c for c in self.candidates if c.key == ref]
         found = exact or [c for c in self.candidates if c.id == ref]
         if not found:
-            raise NotFound(f"no candidate '{ref[:120]}'", hint="`kwiki ledger list` shows the ids (task/id)")
+            close = nearest(ref, [c.key for c in self.candidates])
+            raise NotFound(f"no candidate '{ref[:120]}'", hint=(f"nearest: {', '.join(close)}; " if close else "")
+                           + "`kwiki ledger list` shows the ids (task/id)")
         if len(found) > 1:
             raise BadRequest(f"candidate id '{ref}' is in several tasks: {', '.join(c.task for c in found)}",
                              hint=f"use task/id, e.g. {found[0].key}")
@@ -322,6 +327,15 @@ class JsonlWorkspace:
 def validation_reason(exc: ValidationError, n: int = 3) -> str:
     """The first ``n`` errors of a validation, one line: ``status: Input should be ...; id: Field required``."""
     return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'record'}: {e['msg']}" for e in exc.errors()[:n])[:300]
+
+
+def nearest(ref: str, choices: Sequence[str], n: int = HINT_IDS) -> list[str]:
+    """The ``n`` choices closest to ``ref`` (edit distance), best first: the hint of an unknown id.
+
+    >>> nearest("technique-smem-swizling", ["technique-smem-swizzling", "pattern-tail-effect", "technique-split-k"], 1)
+    ['technique-smem-swizzling']
+    """
+    return [c for c, _, _ in process.extract(ref, list(choices), scorer=fuzz.ratio, limit=n)] if choices else []
 
 
 def bare_page_id(value: str) -> str:

@@ -115,3 +115,25 @@ def test_unknown_parent_and_technique_ids_are_refused_with_the_nearest(full, fix
     g18 = fixture_ledger.get("gemm-bf16/g18")
     add_candidate(fixture_ledger, g18.model_copy(update={"status": "rejected", "reason": "cluster launch failed"}), ids)
     assert fixture_ledger.get("g18").status == "rejected"
+
+
+def test_the_cli_shows_the_tier_of_a_live_ledger(corpus_index, workspace, monkeypatch):
+    """`kwiki ledger search` and `kwiki search` read the workspace itself: what `kwiki ledger add` just wrote is there."""
+    from typer.testing import CliRunner
+
+    from kwiki.service.cli import app
+
+    monkeypatch.setenv("KWIKI_INDEX_DIR", str(corpus_index))
+    monkeypatch.setenv("KWIKI_LEDGER_DIR", str(workspace))
+    runner = CliRunner()
+    added = runner.invoke(app, ["ledger", "add", "--task", "transpose", "--id", "t40", "--parent", "t15", "--kernel", "transpose_tiled",
+                                "-m", "diagonal block reordering to spread partition camping", "--status", "rejected",
+                                "--reason", "no camping on H100"])
+    assert added.exit_code == 0, added.stderr
+    out = runner.invoke(app, ["ledger", "search", "partition camping in the transpose", "--status", "rejected"])
+    assert out.exit_code == 0, out.stderr
+    assert "[rejected] diagonal block reordering" in out.stdout and "why: no camping on H100" in out.stdout
+    local = ["--local"] if "--local" in runner.invoke(app, ["search", "--help"]).stdout else []  # never a server on this machine's port
+    plain = runner.invoke(app, ["search", "partition camping diagonal block reordering", *local])
+    assert plain.exit_code == 0, plain.stderr
+    assert "tried before (candidate ledger):" in plain.stdout and "transpose/t40" in plain.stdout

@@ -88,6 +88,19 @@ def mm_desc(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK
     c_d.store([pm * BM, pn * BN], acc.to(tl.bfloat16))
 
 
+@triton.jit
+def chained_dot(q_ptr, k_ptr, v_ptr, o_ptr, N, BM: tl.constexpr, BN: tl.constexpr, D: tl.constexpr):
+    rm, rn, rd = tl.arange(0, BM), tl.arange(0, BN), tl.arange(0, D)
+    q = tl.load(q_ptr + rm[:, None] * D + rd[None, :])
+    acc = tl.zeros((BM, D), dtype=tl.float32)
+    for start in range(0, N, BN):
+        kt = tl.load(k_ptr + (start + rn)[None, :] * D + rd[:, None])
+        p = tl.exp(tl.dot(q, kt)).to(tl.bfloat16)          # attention-like P = exp(Q K^T)
+        v = tl.load(v_ptr + (start + rn)[:, None] * D + rd[None, :])
+        acc = tl.dot(p, v, acc)                              # P feeds the second dot from registers
+    tl.store(o_ptr + rm[:, None] * D + rd[None, :], acc)
+
+
 def main():
     print("triton", triton.__version__)
     sig = {"x_ptr": "*fp16", "y_ptr": "*fp16", "n_rows": "i32", "n_cols": "i32", "stride_row": "i32",
@@ -161,6 +174,15 @@ def main():
                 cc, ws, [o.strip() for o in ops if o in g], [x for x in ptxs if x in p], k.metadata.shared,
                 k.metadata.num_warps, regs))
 
+
+    csig = {"q_ptr": "*bf16", "k_ptr": "*bf16", "v_ptr": "*bf16", "o_ptr": "*fp32", "N": "i32",
+            "BM": "constexpr", "BN": "constexpr", "D": "constexpr"}
+    k = build(chained_dot, csig, {"BM": 128, "BN": 64, "D": 64}, 90, num_warps=4, num_stages=2,
+              div16=("q_ptr", "k_ptr", "v_ptr", "o_ptr", "N"))
+    g = k.asm["ttgir"]
+    second = [l for l in g.splitlines() if "ttng.warp_group_dot " in l][-1]
+    print("chained dot sm_90: second dot A operand in registers:", "tensor<128x64xbf16, #ttg.dot_op<{opIdx = 0" in second,
+          "local_alloc=%d" % g.count("ttg.local_alloc"), attrs_of(g, r"#ttg\.nvidia_mma<\{[^}]*\}>"))
 
 
 if __name__ == "__main__":
