@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from kwiki.settings import MAX_PAGE_BYTES
+from kwiki.settings import EMBEDDED_CORPUS, MAX_PAGE_BYTES
 
 from .chunking import split_sections
 from .frontmatter import FrontmatterError, as_list, parse_yaml, split_frontmatter
@@ -70,14 +70,15 @@ class IngestResult:
 
 
 def corpus_root(spec: str | Path) -> CorpusRoot:
-    """``PATH`` or ``NAME=PATH``; the project's own ``corpus/`` is named ``kwiki``."""
+    """``PATH`` or ``NAME=PATH``; the project's own ``corpus/`` (or its copy installed with the package) is named ``kwiki``."""
     text = str(spec)
     if "=" in text and not Path(text).exists():
         name, _, path = text.partition("=")
         return CorpusRoot(name.strip(), Path(path).expanduser())
     path = Path(text).expanduser()
     resolved = path.resolve()
-    name = "kwiki" if resolved.name == "corpus" and (resolved.parent / "pyproject.toml").exists() else resolved.name
+    name = "kwiki" if resolved == EMBEDDED_CORPUS.resolve() or (resolved.name == "corpus" and (resolved.parent / "pyproject.toml").exists()) \
+        else resolved.name
     return CorpusRoot(name, path)
 
 

@@ -37,7 +37,7 @@ import json
 import re
 import sqlite3
 import threading
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
@@ -284,22 +284,39 @@ class _Postgres:
             self._local.conn = conn
         return conn
 
+    def _migrated(self) -> "psycopg.Connection[Any]":
+        conn = self._conn()
+        if not self._ready:
+            with conn.transaction():
+                t = Tx(conn, "postgres")
+                t.lock(self.MIGRATION_LOCK)
+                _migrate(t)
+            self._ready = True
+        return conn
+
     @contextmanager
     def tx(self, write: bool) -> Iterator[Tx]:
         import psycopg
 
-        conn = self._conn()
+        conn: psycopg.Connection[Any] | None = None
         try:
-            if not self._ready:
-                with conn.transaction():
-                    t = Tx(conn, "postgres")
-                    t.lock(self.MIGRATION_LOCK)
-                    _migrate(t)
-                self._ready = True
-            with conn.transaction():
+            stack = ExitStack()
+            for attempt in (1, 2):
+                conn = self._migrated()
+                try:
+                    stack.enter_context(conn.transaction())  # BEGIN
+                    break
+                except psycopg.OperationalError:
+                    # a connection the server dropped since its last use (a restart, an idle timeout) is replaced
+                    # once, before anything of this transaction ran
+                    conn.close()
+                    if attempt == 2:
+                        raise
+            with stack:
                 yield Tx(conn, "postgres")
         except psycopg.OperationalError as exc:
-            conn.close()  # the next call reconnects
+            if conn is not None:
+                conn.close()  # the next call reconnects
             raise LedgerUnavailable(f"the ledger database {self.location()} failed: {str(exc).strip()[:300]}",
                                     hint="retry; check that the server is up") from None
 

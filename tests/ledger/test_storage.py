@@ -229,3 +229,17 @@ def test_two_processes_writing_first_at_once_import_once(workspace):
     led = Ledger(workspace)
     assert led.count() == 40 and len(led.versions("transpose/t15")) == 2
     assert len(led.problems()) == 1
+
+
+def test_a_dropped_connection_is_replaced(pg_cluster):
+    """The server ends the ledger's connection (a restart, an idle timeout): the next call reconnects by itself."""
+    import psycopg
+
+    led = Ledger(url=pg_cluster.new_schema())
+    led.append(Candidate(id="a", task="t"))
+    pid = led._backend._conn().info.backend_pid
+    with psycopg.connect(pg_cluster.url, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s, 10000)", (pid,))  # waits until it is gone
+    assert led.keys() == ["t/a"]
+    assert led._backend._conn().info.backend_pid != pid
+    led.close()

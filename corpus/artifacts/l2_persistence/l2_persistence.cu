@@ -11,7 +11,8 @@
 // The time of reuse_read is taken with events around it (median of 30 iterations after 5 warm-up), for
 // two launch shapes of reuse_read: "wide" (SMs x 4 blocks of 512 threads, bandwidth-bound) and
 // "narrow" (SMs x 1 block of 128 threads: few loads in flight, so L2 vs HBM latency sets its time).
-// Mode "ncu" runs 4 iterations per configuration (for ncu to read L2 hit rates of reuse_read).
+// Then a hitRatio sweep for the narrow reader (32 MB: 0.25/0.5/0.75; 44 MB, larger than the set-aside:
+// 0.5 and 1.0). Mode "ncu" runs 4 iterations per configuration.
 //
 // Build: nvcc -O3 -arch=sm_90a l2_persistence.cu -o l2_persistence
 // Run:   ./l2_persistence > l2_persistence.csv ; ./l2_persistence ncu   (under ncu)
@@ -72,16 +73,24 @@ int main(int argc, char** argv) {
   fprintf(stderr, "persisting set-aside now %zu B\n", setaside);
   if (!ncu) printf("reuse_MB,shape,config,hit_ratio,reuse_median_us,reuse_GBps,stream_median_us,iters\n");
 
+  struct Case { int shape, mb, cfg; float ratio; };  // ratio < 0: min(1, set-aside / window)
+  std::vector<Case> cases;
   for (int shape = 0; shape < 2; ++shape)
-  for (int mb : sizes_mb) {
+    for (int mb : sizes_mb)
+      for (int cfg = 0; cfg < 3; ++cfg) cases.push_back({shape, mb, cfg, -1.f});
+  // hitRatio sweep on the narrow reader: below the set-aside, and a window larger than the set-aside
+  for (float r : {0.25f, 0.5f, 0.75f}) cases.push_back({1, 32, 2, r});
+  for (float r : {0.5f, 1.0f}) cases.push_back({1, 44, 2, r});
+  for (const Case& c : cases) {
+    const int shape = c.shape, mb = c.mb, cfg = c.cfg;
     const int rgrid = shape == 0 ? grid : prop.multiProcessorCount, rblock = shape == 0 ? block : 128;
     const size_t bytes = (size_t)mb << 20;
-    for (int cfg = 0; cfg < 3; ++cfg) {
+    {
       cudaStreamAttrValue attr;
       memset(&attr, 0, sizeof(attr));
       float ratio = 0.f;
       if (cfg == 2) {
-        ratio = std::min(1.0f, (float)setaside / (float)bytes);
+        ratio = c.ratio >= 0.f ? c.ratio : std::min(1.0f, (float)setaside / (float)bytes);
         attr.accessPolicyWindow.base_ptr = reuse;
         attr.accessPolicyWindow.num_bytes = std::min(bytes, (size_t)prop.accessPolicyMaxWindowSize);
         attr.accessPolicyWindow.hitRatio = ratio;
