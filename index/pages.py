@@ -66,7 +66,8 @@ def lookup(paths: Mapping[str, str], key: str) -> str | None:
     link = _parts(key)
     if link is None:
         return None
-    longest, found = 0, {}
+    longest = 0
+    found: dict[str, list[str]] = {}  # path -> the keys of the pages with that path
     for page_key, path in paths.items():
         own = path.removesuffix(".md").split("/")
         n = min(len(own), len(link))
