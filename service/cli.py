@@ -324,7 +324,7 @@ def eval_(
 
         def tick(name: str, total: int) -> None:
             asked[name] = asked.get(name, 0) + 1
-            show(f"{name}: questions", asked[name], total)
+            show(f"{name}: searches", asked[name], total)  # questions x methods
 
         chosen_adapter = settings.embed_adapter if adapter is None else (None if adapter == "none" else adapter)
         result = command.run_eval(suites, chosen, settings.index_dir.parent / "eval", threads=settings.embed_threads,
