@@ -11,7 +11,7 @@ export PATH := $(abspath $(BIN)):$(PATH)
 .PHONY: serve test check install install-test index bench eval clean
 
 #: The modules whose types are checked: the seams other packages and the surfaces call.
-TYPED = kwiki.errors kwiki.settings kwiki.ledger kwiki.index.build kwiki.index.manifest kwiki.service
+TYPED = kwiki.errors kwiki.settings kwiki.ledger kwiki.index kwiki.service
 #: mypy cannot follow setuptools' package-dir mapping (kwiki.index -> index/): it reads a tree of links instead.
 TYPETREE = .kwiki/typecheck
 

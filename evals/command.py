@@ -14,9 +14,9 @@ import yaml
 
 from kwiki.errors import BadRequest
 
-from .questions import load_suite
+from .questions import load_suite, load_unanswerable
 from .report import git_revision, update_readme, write_run
-from .runner import METHODS, SHIPPED, evaluate, margin, top3_rate
+from .runner import METHODS, SHIPPED, evaluate, floor_rates, margin, top3_rate
 
 if TYPE_CHECKING:
     from kwiki.index.vectors import Embedder
@@ -76,6 +76,9 @@ def run_eval(suites: list[str], methods: list[str], index_base: Path, *, threads
         if adapter and "naive-fusion" in methods:
             base_embedder = base_embedder or Embedder(threads=threads)
             base = suite_index(suite, root, name, index_base, threads, base_embedder)
+            if base.manifest.corpus_hash != searcher.manifest.corpus_hash:
+                raise BadRequest(f"the {suite} corpus changed between its two index builds (shipped and base model)",
+                                 hint="run the eval again once nothing is writing to the corpus")
         res = evaluate(searcher, questions, methods, progress=(lambda: progress(suite, len(questions) * len(methods))) if progress else None,
                        params=params, base_searcher=base)
         res["manifest"] = searcher.manifest.model_dump()
@@ -83,6 +86,7 @@ def run_eval(suites: list[str], methods: list[str], index_base: Path, *, threads
             test = [q for q in questions if q.split == "test"]
             res["top3_symptom_ncu_test"] = top3_rate(test, res["runs"][SHIPPED], ("symptom", "ncu-signal"))
             res["top3_symptom_ncu_all"] = top3_rate(questions, res["runs"][SHIPPED], ("symptom", "ncu-signal"))
+            res["floor"] = floor_rates(searcher, questions, res.get("no_match", []), load_unanswerable(), params)
             res["margins"] = {split: {base: margin(qs, res["per_question"], SHIPPED, base)
                                       for base in ("naive-fusion", "bm25", "keyword-baseline") if base in methods}
                               for split in ("test", "fresh", "real")

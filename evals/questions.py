@@ -54,6 +54,13 @@ def load_suite(suite: str, folder: Path = QUESTIONS_DIR) -> list[Question]:
     return out
 
 
+def load_unanswerable(folder: Path = QUESTIONS_DIR) -> list[str]:
+    """The queries of ``no-answer.yaml``: questions no page of either corpus answers (the relevance floor's check)."""
+    path = folder / "no-answer.yaml"
+    data = yaml.safe_load(path.read_text(encoding="utf-8")) if path.exists() else {}
+    return [str(item["query"]) for item in (data or {}).get("queries", [])]
+
+
 def qrels(questions: list[Question]) -> list[tuple[str, str, int]]:
     """(query_id, doc_id, relevance) triples."""
     return [(q.id, doc, int(rel)) for q in questions for doc, rel in q.labels.items()]

@@ -69,6 +69,11 @@ def markdown(suites: dict[str, dict[str, Any]], stamp: dict[str, Any]) -> str:
         if "dev" in res["overall"].get(SHIPPED, {}) and "fresh" in res["overall"].get(SHIPPED, {}):
             o = res["overall"][SHIPPED]
             out.append(f"\nDev-to-fresh gap of the shipped method: {o['dev']['nDCG@10'] - o['fresh']['nDCG@10']:+.3f}\n")
+        fl = res.get("floor")
+        if fl and fl.get("unanswerable") is not None:
+            shares = ", ".join(f"{split} {v:.1%}" for split, v in fl["answerable"].items())
+            out.append(f"\nRelevance floor (shipped): said \"no match\" for {fl['unanswerable']:.0%} of the "
+                       f"{fl['n_unanswerable']} queries no page answers; for answerable questions (wrongly): {shares}\n")
         out.append("\n### Per category (all questions)\n\n" + category_table(res))
         fails = res.get("failures", [])
         if fails:

@@ -54,10 +54,11 @@ SHIPPED = "hybrid"
 
 def run_method(searcher: Searcher, questions: list[Question], method: str, corpus: str | None = None,
                progress: Callable[[], None] | None = None, params: RankingParams | None = None,
-               base_searcher: Searcher | None = None) -> dict[str, dict[str, float]]:
+               base_searcher: Searcher | None = None, no_match: set[str] | None = None) -> dict[str, dict[str, float]]:
     """qid -> {page id: score} for one method (page ids, not corpus-qualified keys); ``params`` replace the
     searcher's ranking numbers (``kwiki eval --set``); ``base_searcher`` is the same corpus indexed with the base
-    model, for the naive fusion (None: ``searcher``)."""
+    model, for the naive fusion (None: ``searcher``); ``no_match`` collects the ids of questions the relevance
+    floor said no page answers."""
     options = METHODS[method]
     run: dict[str, dict[str, float]] = {}
     baseline: KeywordBaseline | NaiveFusion | None = None
@@ -77,10 +78,12 @@ def run_method(searcher: Searcher, questions: list[Question], method: str, corpu
     filters = {"corpus": [corpus]} if corpus else {}
     for q in questions:
         if baseline is not None:
-            hits = [(searcher.pages[key].id, score) for key, score in baseline.search(q.query, DEPTH)]
+            hits = [(pages[key].id, score) for key, score in baseline.search(q.query, DEPTH)]
         else:
             resp = searcher.search(q.query, k=DEPTH, filters=filters, options=options, max_chars=10_000, params=params)
             hits = [(h.page_id, h.score) for h in resp.hits]
+            if resp.no_match and no_match is not None:
+                no_match.add(q.id)
         # ir-measures sorts by score; strictly decreasing scores keep our order (ties included)
         run[q.id] = {pid: float(DEPTH - i) for i, (pid, _) in enumerate(dict(hits).items())}
         if progress:
@@ -119,12 +122,28 @@ def evaluate(searcher: Searcher, questions: list[Question], methods: list[str], 
     """Scores of every method, overall and per category, plus per-question detail for the shipped one."""
     out: dict[str, Any] = {"overall": {}, "per_question": {}, "runs": {}}
     for method in methods:
-        run = run_method(searcher, questions, method, corpus, progress, params, base_searcher)
+        flagged: set[str] = set()
+        run = run_method(searcher, questions, method, corpus, progress, params, base_searcher, flagged)
+        if method == SHIPPED:
+            out["no_match"] = sorted(flagged)
         per_q = score(questions, run)
         out["overall"][method] = aggregate(questions, per_q)
         out["per_question"][method] = per_q
         out["runs"][method] = {qid: list(docs)[:10] for qid, docs in run.items()}
     return out
+
+
+def floor_rates(searcher: Searcher, questions: list[Question], no_match: list[str], unanswerable: list[str],
+                params: RankingParams | None = None) -> dict[str, Any]:
+    """How the relevance floor did: the share of ``unanswerable`` queries (``questions/no-answer.yaml``) it said no
+    page answers, and the share of labeled questions per split it said that of (each a wrongly hidden answer)."""
+    said = [searcher.search(text, k=DEPTH, params=params).no_match for text in unanswerable]
+    by_split: dict[str, list[bool]] = defaultdict(list)
+    for q in questions:
+        by_split[q.split].append(q.id in no_match)
+    return {"unanswerable": round(statistics.fmean(said), 4) if said else None, "n_unanswerable": len(said),
+            "answerable": {split: round(statistics.fmean(v), 4) for split, v in sorted(by_split.items())},
+            "answerable_ids": no_match}
 
 
 def top3_rate(questions: list[Question], run_top: dict[str, list[str]], categories: tuple[str, ...]) -> float:

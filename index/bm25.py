@@ -10,6 +10,8 @@ from the analyzers' tokens.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -87,7 +89,7 @@ def _document(page: Page, row: int, headings: str, body: str) -> tantivy.Documen
     )
 
 
-def _write(path: Path, docs, index_schema: tantivy.Schema | None = None) -> None:
+def _write(path: Path, docs: Iterable[tantivy.Document], index_schema: tantivy.Schema | None = None) -> None:
     path.mkdir(parents=True)
     index = tantivy.Index(index_schema or schema(), path=str(path))
     register(index)
@@ -136,6 +138,24 @@ class PageIndex:
         register(self.index)
         self.schema = self.index.schema
         self.searcher = self.index.searcher()
+
+    def known_share(self, terms: list[str]) -> float:
+        """The share of the terms' idf mass carried by terms some page contains (1.0 for no terms).
+
+        A word no page has seen weighs what BM25 would give a word of one page in a million: it is the strongest
+        sign that the query is about something else. The idf is BM25's, ``ln(1 + (N - df + 0.5) / (df + 0.5))``
+        over the page bodies."""
+        terms = list(dict.fromkeys(terms))
+        if not terms:
+            return 1.0
+        n = self.searcher.num_docs
+        total = known = 0.0
+        for term in terms:
+            df = max(self.searcher.doc_freq(name, term) for name in PAGE_FIELDS)
+            idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+            total += idf
+            known += idf if df else 0.0
+        return known / total
 
     def search(self, terms: list[str], must_filters: list[list[str]], limit: int) -> list[tuple[int, float]]:
         """(page row, score) best first."""

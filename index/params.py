@@ -81,6 +81,14 @@ class RankingParams(BaseModel):
                                        "(KernelWiki's: no metric names), on an index where no page names the metric")
     symptom_route: float = Field(0.8, ge=0, description="Weight of a pattern page reached by symptom only")
     signal_expand_weight: float = Field(0.5, ge=0, description="BM25 weight of the words the leading signal adds")
+    signals_routed: int = Field(3, ge=0, description="NCU signals of a query that route pages, first named first: a "
+                                "pasted profile names many, the first ones are what the user asks about")
+    signal_next_weight: float = Field(0.5, ge=0, description="Weight of the second and later signals' pages relative "
+                                      "to the first signal's")
+    signal_main_share: float = Field(0.6, ge=0, description="Weight of a page whose first (main) `ncu_signals` entry "
+                                     "is the signal, when the catalog does not name the page itself")
+    signal_non_pattern: float = Field(0.6, ge=0, description="Weight of a routed ncu page relative to a pattern page: "
+                                      "the pattern says what to do, the ncu page what the number means")
     # ---- links
     fix_share: float = Field(0.4, ge=0, description="A leading pattern page lifts the techniques it names as fixes "
                              "by this share of its own score (kept below it)")
@@ -96,6 +104,14 @@ class RankingParams(BaseModel):
     blend_page_vector: float = Field(0.25, ge=0, description="RRF weight of each page's best chunk cosine")
     blend_keep_routed: bool = Field(True, description="Pages NCU signals were routed to keep their place through the "
                                     "blend: the metric catalog's mapping is sharper evidence than shared words")
+
+    # ---- relevance floor: a query no page answers says so instead of padding k weak pages
+    floor_vector: float = Field(0.36, ge=-1, le=1, description="A query has no real match when its best chunk "
+                                "cosine is below this and its known share below `floor_known`: the 5th percentile of "
+                                "the best cosine over corpus dev questions (shipped adapter)")
+    floor_known: float = Field(0.62, ge=0, le=1, description="Share of a query's idf mass carried by words the index "
+                               "has seen (`PageIndex.known_share`): the 5th percentile over corpus dev questions")
+    floor_nearest: int = Field(3, ge=0, description="Pages shown, marked as the nearest, when a query has no real match")
 
     def with_overrides(self, raw: dict[str, str]) -> "RankingParams":
         """A copy with fields set from strings (``--set NAME=VALUE``; JSON for tables: ``type_prior={"source-pr":1}``).

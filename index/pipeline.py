@@ -1,4 +1,5 @@
-"""Search as a declared pipeline: plan -> retrieve (BM25, vectors) -> fuse -> page scores -> ranking stages -> blend.
+"""Search as a declared pipeline: plan -> retrieve (BM25, vectors) -> fuse -> page scores -> ranking stages -> blend
+-> floor.
 
 ``Searcher.search`` makes a :class:`Plan`, runs :data:`STAGES` in order over one :class:`Candidates`, and presents
 the top pages. Each stage is a function ``stage(plan, candidates, params, index)`` that reads the plan and the
@@ -7,7 +8,7 @@ numbers of :class:`~kwiki.index.params.RankingParams` and fills or rescales the 
 (``tests/unit/test_pipeline.py``) and switched off by :class:`SearchOptions` for ablations.
 
     >>> [s.__name__ for s in STAGES]
-    ['retrieve_bm25', 'retrieve_vectors', 'fuse', 'roll_up', 'apply_priors', 'route_signals', 'lift_links', 'blend_pages']
+    ['retrieve_bm25', 'retrieve_vectors', 'fuse', 'roll_up', 'apply_priors', 'route_signals', 'lift_links', 'blend_pages', 'floor']
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ class SearchOptions:
     clauses: bool = True  # a long query is embedded clause by clause
     questions: bool = True  # match the questions pages list (``questions:``), by BM25 and by vector
     page_lists: bool = True  # blend in whole-page BM25 and best-chunk cosine rankings (``blend_pages``)
+    floor: bool = True  # a query no page really matches says so and shows only the nearest pages (``floor``)
 
 
 @dataclass
@@ -77,6 +79,7 @@ class Candidates:
     priors: dict[str, float] = field(default_factory=dict)  # page key -> multiplier applied (why.type_prior)
     routed: dict[str, tuple[float, str]] = field(default_factory=dict)  # page key -> (weight, signal)
     lifted: dict[str, tuple[str, str]] = field(default_factory=dict)  # page key -> ("fix" | "related", lead key)
+    no_match: str | None = None  # why no page really matches the query (``floor``), None when some does
 
     def rank(self, row: int, which: str) -> int | None:
         hits = self.bm25 if which == "bm25" else self.vector
@@ -209,6 +212,21 @@ def blend_pages(plan: Plan, c: Candidates, params: RankingParams, index: "Search
         c.priors.setdefault(key, 1.0)
 
 
+# ------------------------------------------------------------------------------------------------ floor
+def floor(plan: Plan, c: Candidates, params: RankingParams, index: "Searcher") -> None:
+    """Decide whether any page really matches: not when the closest chunk is far from the query *and* most of
+    the query's idf mass is in words no page contains (two views that fail together only off topic: a metric
+    name the model reads poorly is a known word, a paraphrase with new words still lands near its chunk)."""
+    if not plan.options.floor or not plan.options.vector or plan.signals:
+        return
+    best = c.vector[0][1] if c.vector else -1.0
+    known = index.page_bm25.known_share(plan.query.prose)
+    if best < params.floor_vector and known < params.floor_known:
+        c.no_match = (f"no page matches this query well: its closest section has cosine {best:.2f} "
+                      f"(floor {params.floor_vector}) and {known:.0%} of its words' weight is in words no page uses "
+                      f"(floor {params.floor_known:.0%}); the {params.floor_nearest} nearest pages are shown")
+
+
 Stage = Callable[[Plan, Candidates, RankingParams, "Searcher"], None]
 STAGES: tuple[Stage, ...] = (retrieve_bm25, retrieve_vectors, fuse, roll_up, apply_priors, route_signals, lift_links,
-                             blend_pages)
+                             blend_pages, floor)

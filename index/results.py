@@ -71,6 +71,9 @@ class SearchResponse(BaseModel):
     signals: list[dict[str, Any]] = Field(default_factory=list)  # NCU vocabulary recognized in the query
     interpreted: Interpreted = Field(default_factory=Interpreted)
     experience: list[dict[str, Any]] = Field(default_factory=list)  # ledger candidates that tried a fix (own tier)
+    no_match: bool = Field(False, description="No page really matches the query (the relevance floor): the hits "
+                           "are only the nearest pages, few, and should not be read as answers")
+    note: str | None = Field(None, description="Why the query has no real match, in words, when it has none")
     took_ms: float = 0.0
     stages_ms: dict[str, float] = Field(default_factory=dict, description="Time per pipeline stage (plan includes "
                                         "embedding the query), for finding what a slow query spent its time on")

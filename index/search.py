@@ -19,6 +19,7 @@ import numpy as np
 
 from kwiki.errors import BadRequest, IndexIncompatible, IndexMissing, PageNotFound
 from kwiki.ingest.models import Page
+from kwiki.settings import DEFAULT_K, MAX_K, MAX_QUERY_CHARS
 
 from . import vectors
 from .bm25 import BM25Index, PageIndex
@@ -50,7 +51,7 @@ class Searcher:
     embedder: vectors.Embedder | None = None
     threads: int = 2
     corpus_aliases: dict[str, dict[str, list[str]]] = field(default_factory=dict)  # corpus -> its data/aliases.yaml
-    params: RankingParams = field(default_factory=RankingParams)  # the ranking's numbers (``kwiki eval --set``)
+    params: RankingParams = field(default_factory=lambda: RankingParams())  # the ranking's numbers (``kwiki eval --set``)
     # Derived once in __post_init__, never per query.
     page_keys: list[str] = field(init=False)
     page_pos: dict[str, int] = field(init=False)  # page key -> position in page_keys
@@ -197,8 +198,8 @@ class Searcher:
         return True
 
     # ---------------------------------------------------------------- search
-    def search(self, q: str | None, k: int = 10, filters: dict | None = None, options: SearchOptions | None = None,
-               max_chars: int = 2000, max_k: int = 100, params: RankingParams | None = None) -> SearchResponse:
+    def search(self, q: str | None, k: int = DEFAULT_K, filters: dict | None = None, options: SearchOptions | None = None,
+               max_chars: int = MAX_QUERY_CHARS, max_k: int = MAX_K, params: RankingParams | None = None) -> SearchResponse:
         """The pipeline of ``pipeline.STAGES`` over a plan of the query, then the top ``k`` pages as hits."""
         started = time.perf_counter()
         params = params or self.params
@@ -209,7 +210,7 @@ class Searcher:
             t = time.perf_counter()
             stage(plan, cands, params, self)
             timings[stage.__name__] = (time.perf_counter() - t) * 1000
-        ranked = sorted(cands.pages.items(), key=self.rank_order)[: int(k)]
+        ranked = sorted(cands.pages.items(), key=self.rank_order)[: int(k) if cands.no_match is None else min(int(k), params.floor_nearest)]
         t = time.perf_counter()
         response = self.present(plan, cands, ranked, params, started)
         timings["present"] = (time.perf_counter() - t) * 1000
@@ -263,6 +264,7 @@ class Searcher:
             interpreted=Interpreted(aliases=plan.query.aliases, clauses=plan.clauses,
                                     corrections=[Correction(typed=a, searched=b) for a, b in plan.query.corrections]),
             index={"build_id": self.manifest.build_id, "corpus_hash": self.manifest.corpus_hash[:12]},
+            no_match=cands.no_match is not None, note=cands.no_match,
         )
 
     def _mark_clauses(self, hits: list[Hit], parts: list[str], vecs: np.ndarray) -> None:
@@ -294,8 +296,8 @@ class Searcher:
     def signal_pages(self, signals: list[dict[str, Any]], f: Filters, params: RankingParams) -> dict[str, tuple[float, str]]:
         """Pages an NCU signal points to: pattern ids (kwiki corpus) or matching symptoms (KernelWiki)."""
         out: dict[str, tuple[float, str]] = {}
-        for rank, sig in enumerate(signals[:3]):
-            weight = sig.get("confidence", 1.0) * (1.0 if rank == 0 else 0.5)
+        for rank, sig in enumerate(signals[: params.signals_routed]):
+            weight = sig.get("confidence", 1.0) * (1.0 if rank == 0 else params.signal_next_weight)
             pattern_ids = set(sig.get("patterns", []))
             symptoms = sig.get("symptoms", [])
             for key, page in self.routable:
@@ -305,14 +307,14 @@ class Searcher:
                 if page.id in pattern_ids:
                     w = weight
                 elif page_signals and sig["signal"] == next(iter(s.get("signal") for s in page.ncu_signals), None):
-                    w = 0.6 * weight  # its first (main) signal
+                    w = params.signal_main_share * weight
                 elif not page_signals and page.type == "pattern" and set(symptoms) & set(page.facet("symptoms")):
                     # KernelWiki patterns carry symptoms but no metric names; the signal's own symptom counts most
                     first = min(i for i, sym in enumerate(symptoms) if sym in page.facet("symptoms"))
                     w = params.symptom_route * weight / (1 + first)
                 else:
                     continue
-                w *= 1.0 if page.type == "pattern" else 0.6
+                w *= 1.0 if page.type == "pattern" else params.signal_non_pattern
                 if w > out.get(key, (0.0, ""))[0]:
                     out[key] = (w, sig["signal"])
         return out
@@ -321,7 +323,8 @@ class Searcher:
              sentence: str | None) -> Hit:
         query = plan.query
         lifted = cands.lifted.get(page.key)
-        crow = self.chunk_rows[row] if row is not None else {"text": page.title, "heading_path": [], "line_start": 1, "line_end": 1}
+        crow: dict[str, Any] = (self.chunk_rows[row] if row is not None
+                                else {"text": page.title, "heading_path": [], "line_start": 1, "line_end": 1})
         return Hit(
             id=page.key, page_id=page.id, title=page.title, type=page.type, corpus=page.corpus, path=page.path,
             score=round(float(score), 6), confidence=page.confidence, reproducibility=page.reproducibility,

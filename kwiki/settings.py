@@ -29,6 +29,14 @@ EMBED_THREADS = 2
 MAX_PAGE_BYTES = 8 * 1024 * 1024
 #: A request body (an NCU export upload) larger than this is refused with 413: `ncu -k NAME -c N` keeps exports small.
 MAX_UPLOAD_BYTES = 20 * 1024 * 1024
+#: Pages a search returns when the caller does not say: one screen, and what the evals score (nDCG@10).
+DEFAULT_K = 10
+#: Most pages one search may return: beyond this the tail is noise and the response grows past a screenful of JSON.
+MAX_K = 100
+#: Longer queries are refused: a pasted NCU details section fits, a whole report does not (upload it to /diagnose).
+MAX_QUERY_CHARS = 2000
+#: Pages attached to each signal of a diagnosis: the pattern, its fix and one more.
+PAGES_PER_SIGNAL = 5
 
 
 def _default_index_dir() -> Path:
@@ -59,8 +67,8 @@ class Settings(BaseSettings):
     embed_adapter: str | None = Field(
         default="lora-r16-e3", description="Domain adapter folded into the embedding model (index/adapters/NAME.npz, "
         "trained by evals/embedder/train.py); 'none': the base all-MiniLM-L6-v2. Part of the build's model id")
-    max_query_chars: int = Field(default=2000, ge=16, description="Longer queries are refused (a pasted report fits)")
-    max_k: int = Field(default=100, ge=1, description="Most pages one search may return")
+    max_query_chars: int = Field(default=MAX_QUERY_CHARS, ge=16, description="Longer queries are refused (a pasted report fits)")
+    max_k: int = Field(default=MAX_K, ge=1, description="Most pages one search may return")
     max_upload_bytes: int = Field(default=MAX_UPLOAD_BYTES, ge=1024, description="Larger request bodies get a 413")
     max_page_bytes: int = Field(default=MAX_PAGE_BYTES, ge=1024, description="Larger files are skipped at ingest")
     admin_token: str | None = Field(default=None, description="Enables state-changing endpoints when set")
@@ -69,12 +77,28 @@ class Settings(BaseSettings):
     request_timeout_s: float = Field(default=10.0, gt=0, description="Deadline of a search or a diagnosis")
     max_connections: int = Field(default=512, ge=1, description="Open connections served; one more gets 503 (kwiki serve)")
     header_timeout_s: float = Field(default=10.0, gt=0, description="A connection with no whole request head by then is closed")
-    ledger_dir: Path | None = Field(default=None, description="Candidate ledger workspace (default: <index_dir>/../ledger)")
+    body_timeout_s: float = Field(default=60.0, gt=0, description="A request body still arriving this long after the "
+                                  "head deadline is answered 408 and closed (20 MiB at 1 MB/s fits)")
+    ledger_dir: Path | None = Field(default=None, description="Candidate ledger workspace, a folder holding its SQLite "
+                                    "file ledger.sqlite3 (default: <index_dir>/../ledger); unused when ledger_url is set")
+    ledger_url: str | None = Field(default=None, description="A shared ledger on PostgreSQL for a team, e.g. "
+                                   "postgresql://kwiki@db.example/kwiki (libpq URL; ?options=-csearch_path%3Dteam_a keeps several "
+                                   "ledgers in one database); unset: the workspace's SQLite file")
 
     @field_validator("embed_adapter", mode="before")
     @classmethod
     def _no_adapter(cls, value: object) -> object:
         return None if isinstance(value, str) and value.strip().lower() in ("", "none") else value
+
+    @field_validator("ledger_url", mode="before")
+    @classmethod
+    def _ledger_url(cls, value: object) -> object:
+        if isinstance(value, str):
+            value = value.strip() or None
+            if value and not value.startswith(("postgresql://", "postgres://")):
+                raise ValueError("KWIKI_LEDGER_URL must be a PostgreSQL URL such as postgresql://user@host:5432/kwiki; "
+                                 "leave it unset for the workspace's SQLite file")
+        return value
 
     @field_validator("cors_origins", mode="before")
     @classmethod

@@ -2,12 +2,14 @@
 
 One package, one public API (import from ``kwiki.ledger``, never from its modules):
 
-* records and storage (:mod:`.store`): :class:`Candidate` and its parts, :class:`Ledger` (an append-only,
-  flock-guarded workspace of ``candidates.jsonl`` + ``benchmark.csv``);
-* operations (:mod:`.ops`): where a workspace lives, filtering, importing, attaching a diagnosis;
+* records (:mod:`.store`): :class:`Candidate` and its parts, and the reader of JSONL-era workspaces;
+* storage (:mod:`.db`): :class:`Ledger`, one interface over a workspace's SQLite file (the default, no server) or a
+  team's PostgreSQL database (``KWIKI_LEDGER_URL``): transactional writes, versioned schema (:data:`MIGRATIONS`),
+  lineage in recursive SQL, full-text search -- the ledger is its own small retrieval source;
+* operations (:mod:`.ops`): which ledger to open, checking references, filtering, importing, attaching a diagnosis,
+  a workspace's candidates as a page source;
 * the lineage tree (:mod:`.tree`);
-* rendering into index pages (:mod:`.pages`): each candidate as a page of type ``experience``, given to the
-  index as a generic :class:`~kwiki.ingest.models.PageSource`, and the per-page summary of candidates.
+* rendering into pages (:mod:`.pages`): each candidate as a page of type ``experience``, and the per-page summary.
 
 The index knows nothing of the ledger; the service puts the two together (``docs/ledger.md``)::
 
@@ -18,15 +20,28 @@ The index knows nothing of the ledger; the service puts the two together (``docs
 
 from __future__ import annotations
 
-from .ops import applies_to, attach_diagnosis, filter_candidates, import_dir, workspace_dir
+from .db import DB_FILE, MIGRATIONS, SCHEMA_VERSION, Ledger, Migration
+from .ops import (
+    applies_to,
+    attach_diagnosis,
+    check_references,
+    filter_candidates,
+    import_dir,
+    ledger_pages,
+    ledger_source,
+    open_ledger,
+    workspace_dir,
+)
 from .pages import (
     CORPUS,
     PAGE_TYPE,
+    candidate_architectures,
     candidate_fields,
+    candidate_hit,
     candidate_page,
+    candidate_tags,
+    candidate_title,
     indexed_candidates,
-    ledger_pages,
-    ledger_source,
     ledger_summary,
     page_id,
     render_body,
@@ -42,17 +57,20 @@ from .store import (
     Candidate,
     Correctness,
     Evidence,
-    Ledger,
+    JsonlWorkspace,
     LedgerRead,
     LineProblem,
     Status,
+    nearest,
+    validation_reason,
 )
 from .tree import TaskTree, TreeRow, lineage, render_tree
 
 __all__ = [
-    "BENCH_COLUMNS", "BENCHMARK_FILE", "CANDIDATES_FILE", "CORPUS", "MAX_RECORD_BYTES", "PAGE_TYPE", "STATUSES",
-    "Author", "Benchmark", "Candidate", "Correctness", "Evidence", "Ledger", "LedgerRead", "LineProblem", "Status",
-    "TaskTree", "TreeRow", "applies_to", "attach_diagnosis", "candidate_fields", "candidate_page", "filter_candidates",
-    "import_dir", "indexed_candidates", "ledger_pages", "ledger_source", "ledger_summary", "lineage", "page_id",
-    "render_body", "render_tree", "workspace_dir",
+    "BENCH_COLUMNS", "BENCHMARK_FILE", "CANDIDATES_FILE", "CORPUS", "DB_FILE", "MAX_RECORD_BYTES", "MIGRATIONS", "PAGE_TYPE",
+    "SCHEMA_VERSION", "STATUSES", "Author", "Benchmark", "Candidate", "Correctness", "Evidence", "JsonlWorkspace", "Ledger",
+    "LedgerRead", "LineProblem", "Migration", "Status", "TaskTree", "TreeRow", "applies_to", "attach_diagnosis",
+    "candidate_architectures", "candidate_fields", "candidate_hit", "candidate_tags", "candidate_title", "candidate_page", "check_references", "filter_candidates", "import_dir", "indexed_candidates",
+    "ledger_pages", "ledger_source", "ledger_summary", "lineage", "nearest", "open_ledger", "page_id", "render_body",
+    "render_tree", "validation_reason", "workspace_dir",
 ]

@@ -19,10 +19,9 @@ import re
 from pathlib import Path
 from typing import Any, Iterable
 
-from kwiki.ingest.models import Page, PageSource, Provenance
+from kwiki.ingest.models import Page, Provenance
 
-from .ops import applies_to
-from .store import CANDIDATES_FILE, STATUSES, Candidate, Ledger, LineProblem
+from .store import STATUSES, Candidate, applies_to
 
 CORPUS = "ledger"
 PAGE_TYPE = "experience"
@@ -87,48 +86,56 @@ def render_body(cand: Candidate) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+def candidate_title(cand: Candidate) -> str:
+    """``[status] mechanism (task/id)``, the mechanism cut at 120 characters."""
+    mech = cand.mechanism or cand.id
+    return f"[{cand.status}] {mech if len(mech) <= 120 else mech[:119] + '…'} ({cand.key})"
+
+
+def candidate_architectures(cand: Candidate) -> list[str]:
+    """The architecture tags of the GPUs its benchmarks ran on (``H100`` -> ``sm90``), so ``--arch`` filters candidates."""
+    return sorted({_GPU_ARCH[g] for b in cand.benchmarks if (g := b.gpu.lower().replace(" ", "").removeprefix("nvidia")) in _GPU_ARCH})
+
+
+def candidate_tags(cand: Candidate) -> set[str]:
+    """What a ``tag`` filter matches on a candidate (lower case): its status, task, kernel, techniques (with and
+    without the ``technique-`` prefix) and ``ledger-candidate``."""
+    tags = {"ledger-candidate", cand.status, cand.task, cand.kernel, *cand.techniques, *cand.patterns,
+            *(t.removeprefix("technique-") for t in cand.techniques)}
+    return {t.lower() for t in tags if t}
+
+
+def candidate_hit(cand: Candidate, score: float) -> dict[str, Any]:
+    """A candidate as a hit of the experience tier: the fields of a search hit that apply (``id``, ``page_id``,
+    ``title``, ``type``, ``corpus``, ``score``, ``snippet``) and the candidate's own (:func:`candidate_fields`)."""
+    pid = page_id(cand)
+    snippet = _OUTCOME[cand.status] + (f" Reason: {cand.reason}" if cand.reason else "")
+    return {"id": pid, "page_id": pid, "title": candidate_title(cand),
+            "type": PAGE_TYPE, "corpus": CORPUS, "score": score, "snippet": snippet[:300], "status": cand.status,
+            "candidate": cand.key, "task": cand.task, "kernel": cand.kernel, "parent": cand.parent_key,
+            "reason": cand.reason, "mechanism": cand.mechanism, "correct": cand.correctness.passed,
+            "techniques": cand.techniques, "patterns": cand.patterns}
+
+
 def candidate_page(cand: Candidate, ledger_dir: Path | None = None, corpus: str = CORPUS) -> Page:
     """The page for one candidate; ``meta['ledger']`` holds the whole record (unknown fields included)."""
     record = cand.model_dump(mode="json", exclude_none=True)
     sha = hashlib.sha256(cand.model_dump_json().encode()).hexdigest()
     pid = page_id(cand)
-    archs = sorted({_GPU_ARCH[g] for b in cand.benchmarks if (g := b.gpu.lower().replace(" ", "").removeprefix("nvidia")) in _GPU_ARCH})
-    mech = cand.mechanism or cand.id
-    title = f"[{cand.status}] {mech if len(mech) <= 120 else mech[:119] + '…'} ({cand.key})"
+    archs = candidate_architectures(cand)
+    title = candidate_title(cand)
     tags = list(dict.fromkeys(t for t in ("ledger-candidate", cand.status, cand.task, cand.kernel) if t))
     meta = {"id": pid, "type": PAGE_TYPE, "title": title, "status": cand.status, "task": cand.task,
             "candidate": cand.key, "ledger": record}
     if ledger_dir is not None:
         meta["ledger_dir"] = str(ledger_dir)
-    prov = Provenance(corpus=corpus, path=f"{CANDIDATES_FILE}#{cand.key}", sha256=sha, retrieved_at=cand.updated_at)
+    prov = Provenance(corpus=corpus, path=f"{CORPUS}:{cand.key}", sha256=sha, retrieved_at=cand.updated_at)
     return Page(
         key=pid, id=pid, type=PAGE_TYPE, title=title, path=prov.path, corpus=corpus,
         facets={"tags": tags, "techniques": [t.removeprefix("technique-") for t in cand.techniques],
                 "kernel_types": [cand.kernel] if cand.kernel else [], "architectures": archs},
         related=cand.applies(), provenance=prov, meta=meta, body=render_body(cand), body_line=1,
     )
-
-
-def ledger_source(dirs: list[Path], corpus: str = CORPUS) -> tuple[PageSource, list[LineProblem]]:
-    """The candidates of ``dirs`` as a page source for ``build_index(page_sources=...)``, and the skipped lines."""
-    pages, problems = ledger_pages(dirs, corpus)
-    origin = ", ".join(str(Path(d).resolve()) for d in dirs) or corpus
-    return PageSource(name=corpus, origin=origin, pages=pages), problems
-
-
-def ledger_pages(dirs: list[Path], corpus: str = CORPUS) -> tuple[list[Page], list[LineProblem]]:
-    """Pages for every candidate of every workspace in ``dirs``; the second value lists skipped lines."""
-    pages: list[Page] = []
-    problems: list[LineProblem] = []
-    for d in dirs:
-        led = Ledger(Path(d))
-        if not led.exists():
-            problems.append(LineProblem(file=str(led.candidates_path), line=0, reason="no such file: not a ledger workspace"))
-            continue
-        read = led.read()
-        problems += [p.model_copy(update={"file": str(Path(d) / p.file)}) for p in read.problems]
-        pages += [candidate_page(c, Path(d).resolve(), corpus) for c in read.candidates]
-    return pages, problems
 
 
 def candidate_fields(page: Page | None) -> dict[str, Any]:

@@ -1,38 +1,28 @@
-"""The ledger's records and their storage: one record per kernel candidate tried, kept in a task workspace.
+"""The ledger's records: one :class:`Candidate` per kernel candidate tried, and the reader of the JSONL era.
 
-A workspace is a folder with two files:
+A candidate is a pydantic model; unknown fields are kept (``extra="allow"``). The database that stores them is
+:mod:`.db`. Workspaces written before it (``candidates.jsonl``: one candidate a line, a later line with the same
+``task`` and ``id`` a newer version; ``benchmark.csv``: one figure a row) are read by :class:`JsonlWorkspace`,
+tolerantly: a malformed line is reported with its line number and skipped, the rest is read::
 
-* ``candidates.jsonl`` -- one :class:`Candidate` a line. The file is append-only: a later line with
-  the same ``task`` and ``id`` is a newer version of that candidate (a status change, an attached
-  diagnosis) and replaces the earlier one when read. Unknown fields are kept. A malformed line is
-  reported with its line number and skipped; the rest is read.
-* ``benchmark.csv`` -- one benchmark figure a row (``candidate_id, task, shape, dtype, gpu, metric,
-  value, baseline, unit``); rows are merged into their candidate's ``benchmarks``. Written by
-  ``kwiki ledger add``, and fine to edit by hand or to fill from a benchmark script.
-
-Appends are durable and safe for concurrent writers: an exclusive ``flock`` on the file, ``O_APPEND``,
-one ``write`` per line, ``fsync``::
-
-    >>> from kwiki.ledger import Candidate, Ledger
-    >>> led = Ledger(Path("/tmp/ws"))                                              # doctest: +SKIP
-    >>> led.append(Candidate(id="c1", task="transpose", mechanism="pad smem tile to 33 columns"))  # doctest: +SKIP
-    >>> led.read().candidates[0].status                                            # doctest: +SKIP
-    'candidate'
+    >>> from kwiki.ledger import Candidate
+    >>> c = Candidate(id="t03", task="transpose", parent="t01", mechanism="pad the  smem tile   to 33 columns")
+    >>> c.key, c.parent_key, c.mechanism
+    ('transpose/t03', 'transpose/t01', 'pad the smem tile to 33 columns')
 """
 
 from __future__ import annotations
 
 import csv
 import datetime as _dt
-import fcntl
 import io
 import json
 import math
-import os
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Any, Literal, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from rapidfuzz import fuzz, process
 
 from kwiki.errors import BadRequest, NotFound
 
@@ -42,6 +32,8 @@ BENCH_COLUMNS = ("candidate_id", "task", "shape", "dtype", "gpu", "metric", "val
 STATUSES = ("candidate", "promoted", "rejected")
 #: A record larger than this is refused: a ledger line is a summary, the reports live beside it.
 MAX_RECORD_BYTES = 256 * 1024
+#: Nearest ids named in the hint of an unknown id.
+HINT_IDS = 3
 
 Status = Literal["candidate", "promoted", "rejected"]
 
@@ -199,7 +191,9 @@ class LedgerRead(BaseModel):
         exact = [c for c in self.candidates if c.key == ref]
         found = exact or [c for c in self.candidates if c.id == ref]
         if not found:
-            raise NotFound(f"no candidate '{ref[:120]}'", hint="`kwiki ledger list` shows the ids (task/id)")
+            close = nearest(ref, [c.key for c in self.candidates])
+            raise NotFound(f"no candidate '{ref[:120]}'", hint=(f"nearest: {', '.join(close)}; " if close else "")
+                           + "`kwiki ledger list` shows the ids (task/id)")
         if len(found) > 1:
             raise BadRequest(f"candidate id '{ref}' is in several tasks: {', '.join(c.task for c in found)}",
                              hint=f"use task/id, e.g. {found[0].key}")
@@ -219,28 +213,52 @@ def _float(text: str | None) -> float | None:
     return float(text) if text else None
 
 
-class Ledger:
-    """A workspace folder; creating the object touches nothing on disk."""
+class JsonlWorkspace:
+    """A workspace of the JSONL era (``candidates.jsonl`` + ``benchmark.csv``), read only: what
+    :class:`~kwiki.ledger.Ledger` imports on its first write, and what it reads from until then."""
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
         self.candidates_path = self.root / CANDIDATES_FILE
         self.benchmark_path = self.root / BENCHMARK_FILE
 
-    # ------------------------------------------------------------ reading
-    def read(self) -> LedgerRead:
-        """Read both files tolerantly; a missing workspace reads as empty."""
+    def exists(self) -> bool:
+        return self.candidates_path.is_file()
+
+    def stamp(self) -> tuple[int, int, int, int]:
+        """(size, mtime) of both files: a changed stamp means the files changed."""
+        out: list[int] = []
+        for path in (self.candidates_path, self.benchmark_path):
+            try:
+                st = path.stat()
+                out += [st.st_size, st.st_mtime_ns]
+            except OSError:
+                out += [-1, -1]
+        return (out[0], out[1], out[2], out[3])
+
+    def read(self, versions: list[Candidate] | None = None, raw_problems: list[str] | None = None) -> LedgerRead:
+        """Read both files tolerantly; a missing workspace reads as empty. ``versions`` (when given) receives
+        every valid line in file order (each version of each candidate), ``raw_problems`` the text of each
+        skipped line (so an import loses nothing)."""
         out = LedgerRead()
         latest: dict[str, Candidate] = {}
         if self.candidates_path.is_file():
             with open(self.candidates_path, "rb") as fh:
                 for n, raw in enumerate(fh, 1):
                     out.lines = n
+                    before = len(out.problems)
                     cand = self._parse_line(raw, n, out.problems)
                     if cand is not None:
                         latest[cand.key] = cand  # dict keeps first-seen order; the newest version wins
-        for cand_key, rows in self._read_benchmarks(latest, out.problems).items():
-            _merge_benchmarks(latest[cand_key], rows)
+                        if versions is not None:
+                            versions.append(cand)
+                    elif raw_problems is not None and len(out.problems) > before:
+                        raw_problems.append(raw.decode("utf-8", "replace").rstrip("\n"))
+        bench_raw: list[str] = []
+        for cand_key, rows in self._read_benchmarks(latest, out.problems, bench_raw).items():
+            _merge_benchmarks(latest[cand_key], rows)  # the newest version (the same object as its entry in versions)
+        if raw_problems is not None:
+            raw_problems += bench_raw
         out.candidates = list(latest.values())
         return out
 
@@ -259,11 +277,11 @@ class Ledger:
         try:
             return Candidate.model_validate(data)
         except ValidationError as exc:
-            why = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'record'}: {e['msg']}" for e in exc.errors()[:3])
-            problems.append(LineProblem(file=name, line=n, reason=why[:300]))
+            problems.append(LineProblem(file=name, line=n, reason=validation_reason(exc)))
             return None
 
-    def _read_benchmarks(self, cands: dict[str, Candidate], problems: list[LineProblem]) -> dict[str, list[Benchmark]]:
+    def _read_benchmarks(self, cands: dict[str, Candidate], problems: list[LineProblem],
+                         raw_rows: list[str]) -> dict[str, list[Benchmark]]:
         rows: dict[str, list[Benchmark]] = {}
         if not self.benchmark_path.is_file():
             return rows
@@ -273,8 +291,10 @@ class Ledger:
             problems.append(LineProblem(file=BENCHMARK_FILE, line=0, reason=str(exc)))
             return rows
         reader = csv.DictReader(io.StringIO(text))
+        lines = text.splitlines()
         if not reader.fieldnames or "candidate_id" not in reader.fieldnames:
             problems.append(LineProblem(file=BENCHMARK_FILE, line=1, reason="no header with a candidate_id column"))
+            raw_rows.append(text)
             return rows
         by_id: dict[str, list[str]] = {}
         for key, c in cands.items():
@@ -288,6 +308,7 @@ class Ledger:
             if len(keys) != 1 or keys[0] not in cands:
                 why = f"candidate '{cid}' is in several tasks; add a task column" if len(keys) > 1 else f"no candidate '{task + '/' if task else ''}{cid}'"
                 problems.append(LineProblem(file=BENCHMARK_FILE, line=line, reason=why))
+                raw_rows.append(lines[line - 1] if 0 < line <= len(lines) else "")
                 continue
             try:
                 extra = {k: v for k, v in row.items() if k and k not in BENCH_COLUMNS and v not in (None, "")}
@@ -297,117 +318,47 @@ class Ledger:
                                   unit=(row.get("unit") or "").strip(), **extra)
             except (ValueError, ValidationError, TypeError) as exc:
                 problems.append(LineProblem(file=BENCHMARK_FILE, line=line, reason=f"bad number: {exc}"[:300]))
+                raw_rows.append(lines[line - 1] if 0 < line <= len(lines) else "")
                 continue
             rows.setdefault(keys[0], []).append(bench)
         return rows
 
-    # ------------------------------------------------------------ writing
-    def append(self, cand: Candidate, *, write_benchmarks: bool = True, auto_id: bool = False) -> Candidate:
-        """Append one record durably; stamps ``created_at``/``updated_at``. Returns what was written.
 
-        With ``auto_id`` the id is replaced, under the lock, by the task's next free ``cNNN`` -- so two
-        writers adding at once never pick the same id.
-        """
-        stamp = now_iso()
-        update: dict[str, Any] = {"updated_at": stamp}
-        if cand.created_at is None:
-            update["created_at"] = stamp
-        written: list[Candidate] = []
+def validation_reason(exc: ValidationError, n: int = 3) -> str:
+    """The first ``n`` errors of a validation, one line: ``status: Input should be ...; id: Field required``."""
+    return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'record'}: {e['msg']}" for e in exc.errors()[:n])[:300]
 
-        def make() -> bytes:
-            final = cand.model_copy(update={**update, **({"id": self.next_id(cand.task)} if auto_id else {})})
-            data = (final.model_dump_json(exclude_none=True) + "\n").encode("utf-8")
-            if len(data) > MAX_RECORD_BYTES:
-                raise BadRequest(f"candidate record is {len(data)} bytes, over {MAX_RECORD_BYTES}",
-                                 hint="keep reports as files and list their paths in evidence.reports")
-            written.append(final)
-            return data
 
-        append_line(self.candidates_path, make)
-        if write_benchmarks and written[0].benchmarks:
-            self.append_benchmarks(written[0])
-        return written[0]
+def nearest(ref: str, choices: Sequence[str], n: int = HINT_IDS) -> list[str]:
+    """The ``n`` choices closest to ``ref`` (edit distance), best first: the hint of an unknown id.
 
-    def append_benchmarks(self, cand: Candidate) -> None:
-        """Mirror the candidate's figures into ``benchmark.csv`` (header written once, under the lock)."""
-        buf = io.StringIO()
-        writer = csv.writer(buf, lineterminator="\n")
-        for b in cand.benchmarks:
-            writer.writerow([csv_cell(x) for x in (cand.id, cand.task, b.shape, b.dtype, b.gpu, b.metric)] +
-                            ["" if b.value is None else repr(b.value), "" if b.baseline is None else repr(b.baseline), csv_cell(b.unit)])
-        header = (",".join(BENCH_COLUMNS) + "\n").encode()
-        append_line(self.benchmark_path, buf.getvalue().encode("utf-8"), header=header)
+    >>> nearest("technique-smem-swizling", ["technique-smem-swizzling", "pattern-tail-effect", "technique-split-k"], 1)
+    ['technique-smem-swizzling']
+    """
+    return [c for c, _, _ in process.extract(ref, list(choices), scorer=fuzz.ratio, limit=n)] if choices else []
 
-    def exists(self) -> bool:
-        return self.candidates_path.is_file()
 
-    def next_id(self, task: str) -> str:
-        """``c001``, ``c002``, ...: the first free id of that form in ``task`` (for ``ledger add`` without ``--id``)."""
-        taken = {c.id for c in self.read().candidates if c.task == task}
-        n = len(taken) + 1
-        while f"c{n:03d}" in taken:
-            n += 1
-        return f"c{n:03d}"
+def bare_page_id(value: str) -> str:
+    """``technique-x`` and ``pattern-x`` name the page ``x`` of their kind; the bare name is what links match on."""
+    return value.removeprefix("technique-").removeprefix("pattern-")
+
+
+def page_variants(value: str) -> set[str]:
+    """The page ids a technique or pattern reference may mean: ``shared-memory-padding`` is the technique page of
+    that name, and ``technique-x`` matches ``x``."""
+    bare = bare_page_id(value)
+    return {value, bare, f"technique-{bare}", f"pattern-{bare}"}
+
+
+def applies_to(cand: Candidate, page_ids: set[str]) -> bool:
+    """Does the candidate apply (technique) or address (pattern) one of ``page_ids``?"""
+    return any(page_variants(a) & page_ids for a in cand.applies())
 
 
 #: A cell starting with one of these is a formula to a spreadsheet (``=cmd|' /C calc'!A0``).
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
-def csv_cell(value: object) -> object:
-    """``value`` safe to open in a spreadsheet: text that would start a formula gets a leading ``'``.
-
-    >>> csv_cell("=cmd|' /C calc'!A0"), csv_cell("bf16"), csv_cell(None)
-    ("'=cmd|' /C calc'!A0", 'bf16', None)
-    """
-    return f"'{value}" if isinstance(value, str) and value.startswith(_FORMULA_START) else value
-
-
 def csv_uncell(text: str) -> str:
     """The inverse of :func:`csv_cell` when the file is read back."""
     return text[1:] if text.startswith("'") and text[1:2] and text[1] in _FORMULA_START else text
-
-
-def append_line(path: Path, data: bytes | Callable[[], bytes], header: bytes | None = None) -> None:
-    """Append ``data`` (whole lines) under an exclusive ``flock``: one ``write``, then ``fsync``.
-
-    ``data`` may be a function, called with the lock held (to number a record from the file's contents).
-
-    Two processes appending at once never interleave: each holds the lock for its whole write. If a
-    crashed writer left a torn last line, a newline is written first so the new record stays whole.
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    created = not path.exists()
-    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        try:
-            size = os.fstat(fd).st_size
-            prefix = b""
-            if size == 0 and header:
-                prefix = header
-            elif size > 0 and os.pread(fd, 1, size - 1) != b"\n":
-                prefix = b"\n"
-            _write_all(fd, prefix + (data() if callable(data) else data))
-            os.fsync(fd)
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-    finally:
-        os.close(fd)
-    if created:  # make the new directory entry durable too
-        dfd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    # One write() normally takes it all; loop only for the rare short write (we still hold the lock).
-    view = memoryview(data)
-    while view:
-        n = os.write(fd, view)
-        view = view[n:]
-
-
-

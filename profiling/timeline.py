@@ -16,8 +16,7 @@ from __future__ import annotations
 import csv
 import itertools
 import statistics
-from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
@@ -171,29 +170,6 @@ def build_timeline(series: dict[str, list[float]], interval: float, launch_id: s
         shown.append(Series(metric=metric, unit=(units or {}).get(metric, ""), values=vals, step_us=round(k * interval, 4)))
     return Timeline(launch_id=launch_id, kernel=kernel, interval_us=interval, samples=len(act), activity=name, tail_share=tail,
                     idle_share=idle, evidence=ev, warnings=warns, sparkline=spark(act), series=shown)
-
-
-def plot(t: Timeline, path: Path | BinaryIO) -> bool:
-    """Write ``t`` as a PNG chart (one panel per series) to ``path`` (a file name or a binary stream); False when
-    matplotlib is not installed."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return False
-    fig, axes = plt.subplots(len(t.series), 1, figsize=(9, 1.4 * len(t.series) + 0.6), sharex=True, squeeze=False)
-    for ax, s in zip(axes[:, 0], t.series):
-        ax.plot([i * s.step_us for i in range(len(s.values))], s.values, lw=1)
-        ax.set_ylabel(s.metric.split(".TriageCompute.")[-1].replace("pmsampling:", "")[:34], fontsize=6, rotation=0, ha="right")
-        ax.tick_params(labelsize=6)
-    axes[-1, 0].set_xlabel("us since the series' first active sample", fontsize=7)
-    fig.suptitle(f"{t.kernel[:90]} (launch {t.launch_id}): tail {t.tail_share:.0%}", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110, format="png")
-    plt.close(fig)
-    return True
 
 
 TIMELINE_SIGNALS = ("tail-effect", "load-imbalance", "small-grid")

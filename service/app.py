@@ -17,6 +17,7 @@ from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, Response
+from fastapi_offline import FastAPIOffline
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -29,6 +30,8 @@ from .core import Kwiki, SearchQuery, SearchRequest
 
 log = logging.getLogger("kwiki")
 T = TypeVar("T")
+#: Where Swagger UI's and ReDoc's scripts and styles are served from (fastapi-offline's copy, mounted read-only).
+DOCS_ASSETS = "/ui/docs-assets"
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -43,8 +46,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             log.warning("kwiki: %s (%s)", exc.message, exc.hint)
         yield
 
-    app = FastAPI(title="kwiki", version=__version__, lifespan=lifespan,
-                  description="Ranked, sourced GPU-kernel optimization knowledge for Hopper and Blackwell.")
+    # FastAPIOffline: FastAPI whose /docs (Swagger UI) loads its script and style from the package's own copy under
+    # DOCS_ASSETS, not from a CDN, so the API docs render on a machine with no network. No /redoc: ReDoc's page
+    # still fetches its logo from the network, and /docs says the same.
+    app = FastAPIOffline(title="kwiki", version=__version__, lifespan=lifespan, static_url=DOCS_ASSETS, redoc_url=None,
+                         description="Ranked, sourced GPU-kernel optimization knowledge for Hopper and Blackwell.")
     app.state.kwiki = state
     if settings.cors_origins:
         app.add_middleware(JSONCORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["GET", "POST"])

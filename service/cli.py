@@ -157,6 +157,8 @@ def search(
         typer.secho("also searched: " + ", ".join(map(str, read.corrections)), fg="cyan")
     if read.clauses:
         typer.secho(f"matched clause by clause ({len(read.clauses)}): " + " | ".join(read.clauses), fg="cyan")
+    if resp.no_match:
+        typer.secho(resp.note or "no page matches this query well", fg="yellow")
     for i, h in enumerate(resp.hits, 1):
         typer.secho(f"{i:2}. {h.title}", bold=True)
         typer.echo(f"    {h.id}  [{h.type}, {h.confidence or 'no confidence'}, {h.corpus}]  score {h.score:.4f}")
@@ -338,7 +340,7 @@ def diagnose(
     baseline: Annotated[Optional[Path], typer.Option("--baseline", help="The parent's export: compare PATH against it")] = None,
     kernel: Annotated[Optional[str], typer.Option("--kernel", help="Only the launches of kernels whose name contains this")] = None,
     source: Annotated[Optional[Path], typer.Option("--source", help="The report's --page source --csv export: add its hotspots")] = None,
-    plot: Annotated[Optional[Path], typer.Option("--plot", help="Write the first PM-sampling timeline as a PNG chart (needs matplotlib)")] = None,
+    plot: Annotated[Optional[Path], typer.Option("--plot", help="Write the first PM-sampling timeline as a PNG chart")] = None,
     record: Annotated[Optional[str], typer.Option("--record", help="Attach the diagnosis to this ledger candidate")] = None,
     candidate: Annotated[Optional[str], typer.Option("--candidate", help="With --baseline: attach the comparison to this ledger candidate")] = None,
     workspace: Annotated[Optional[Path], typer.Option("--workspace", help="Ledger workspace for --record / --candidate")] = None,
@@ -385,17 +387,15 @@ def diagnose(
 
             record_diagnosis(record, resp, workspace, settings)
     if plot is not None:
-        from kwiki.profiling.timeline import plot as plot_timeline
+        from kwiki.service.charts import write_timeline_png
 
         launches = resp.after_diagnosis.launches if isinstance(resp, Comparison) and resp.after_diagnosis else getattr(resp, "launches", [])
         timeline = next((d.timeline for d in launches if d.timeline is not None), None)
         if timeline is None:
             typer.echo("note: no PM-sampling timeline in the export (capture with --section PmSampling and export the raw page "
                        "with --print-metric-instances values): no chart written", err=True)
-        elif not plot_timeline(timeline, plot):
-            typer.echo("note: matplotlib is not installed: no chart written (pip install matplotlib); the sparkline and the "
-                       "JSON `timeline` carry the same series", err=True)
         else:
+            write_timeline_png(timeline, plot)
             typer.echo(f"wrote {plot}", err=True)
     if json_out:
         print_json(resp)

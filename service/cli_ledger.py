@@ -8,9 +8,14 @@
     kwiki ledger list --task transpose --status rejected
     kwiki ledger show transpose/t03 --json
     kwiki ledger tree                                    # lineage per task, promoted path marked with *
-    kwiki ledger import ../old-workspace                 # candidates.jsonl, benchmark.csv and *.json files
+    kwiki ledger import ../old-workspace                 # another workspace, or a folder of *.json candidates
+    kwiki ledger status transpose/t03 rejected --reason "slower on B200"
+    kwiki ledger lineage transpose/t07                   # its ancestors and descendants (recursive SQL)
+    kwiki ledger attempts --kernel transpose_tiled --technique technique-smem-swizzling   # what failed before
+    kwiki ledger migrate                                 # create/upgrade the schema; imports a JSONL workspace
 
-The workspace is ``--workspace``, else ``$KWIKI_LEDGER_DIR``, else ``<index_dir>/../ledger``.
+The ledger is ``--workspace`` (its SQLite file), else ``$KWIKI_LEDGER_URL`` (PostgreSQL), else
+``$KWIKI_LEDGER_DIR``, else ``<index_dir>/../ledger``.
 """
 
 from __future__ import annotations
@@ -33,14 +38,14 @@ if TYPE_CHECKING:
 app = typer.Typer(help="The candidate ledger: every kernel candidate tried, its parent, mechanism and outcome.",
                   no_args_is_help=True)
 
-Workspace = Annotated[Optional[Path], typer.Option("--workspace", "-w", help="Ledger workspace folder (default: $KWIKI_LEDGER_DIR or <index_dir>/../ledger)")]
+Workspace = Annotated[Optional[Path], typer.Option("--workspace", "-w", help="Ledger workspace folder (default: $KWIKI_LEDGER_URL, else $KWIKI_LEDGER_DIR, else <index_dir>/../ledger)")]
 JsonOut = Annotated[bool, typer.Option("--json", help="Print JSON (the same document the HTTP API returns)")]
 
 
 def _ledger(workspace: Path | None) -> Ledger:
-    from kwiki.ledger import Ledger, workspace_dir
+    from kwiki.ledger import open_ledger
 
-    return Ledger(workspace_dir(load_settings(), workspace))
+    return open_ledger(load_settings(), workspace)
 
 
 def _warn_problems(problems: list[Any]) -> None:
@@ -84,10 +89,10 @@ def add(
 ) -> None:
     """Append a candidate (or a new version of one: same task and id) to the ledger."""
     from kwiki.errors import BadRequest
-    from kwiki.ledger import Candidate
+    from kwiki.service.core import Kwiki
 
     with reported():
-        led = _ledger(workspace)
+        kw = Kwiki(load_settings(), workspace=workspace)
         doc: dict[str, Any] = {}
         if from_json:
             text = sys.stdin.read() if from_json == "-" else Path(from_json).read_text(encoding="utf-8")
@@ -120,26 +125,13 @@ def add(
             doc["evidence"] = ev
         if not doc.get("task"):
             raise BadRequest("a candidate needs a task", hint="--task NAME")
-        auto_id = not doc.get("id")
-        if auto_id:
-            doc["id"] = "c000"  # replaced under the ledger lock by the next free id
-        written = led.append(_validate(Candidate, doc), auto_id=auto_id)
+        if (doc.get("techniques") or doc.get("patterns")) and kw.page_ids() is None:
+            typer.secho(f"warning: technique and pattern ids not checked: no index at {kw.settings.index_dir}", fg="yellow", err=True)
+        written = kw.add_candidate(doc)
     if json_out:
         print_json(written.model_dump(mode="json", exclude_none=True))
         return
-    typer.echo(f"added {written.key} [{written.status}] to {led.candidates_path}")
-
-
-def _validate(model: Any, doc: dict[str, Any]) -> Any:
-    from pydantic import ValidationError
-
-    from kwiki.errors import BadRequest
-
-    try:
-        return model.model_validate(doc)
-    except ValidationError as exc:
-        why = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'record'}: {e['msg']}" for e in exc.errors()[:4])
-        raise BadRequest(f"invalid candidate: {why}", hint="see `kwiki ledger add --help`") from None
+    typer.echo(f"added {written.key} [{written.status}] to {kw.ledger.location}")
 
 
 @app.command("list")
@@ -155,10 +147,10 @@ def list_(
 
     with reported():
         led = _ledger(workspace)
-        read = led.read()
-        cands = filter_candidates(read.candidates, task=task, status=status, applies_to_id=applies)
+        read = led.read(task=task, status=status)
+        cands = filter_candidates(read.candidates, applies_to_id=applies)
     if json_out:
-        print_json({"workspace": str(led.root), "candidates": [c.model_dump(mode="json", exclude_none=True) for c in cands],
+        print_json({"workspace": led.location, "candidates": [c.model_dump(mode="json", exclude_none=True) for c in cands],
                     "problems": [p.model_dump() for p in read.problems]})
         return
     _warn_problems(read.problems)
@@ -168,7 +160,7 @@ def list_(
         if c.reason and c.status != "candidate":
             typer.echo(f"{'':26}{'why' if c.status == 'rejected' else 'kept'}: {c.reason}"[:160])
     if not cands:
-        typer.echo("no candidates" + ("" if led.exists() else f" (no ledger at {led.root})"))
+        typer.echo("no candidates" + ("" if read.candidates or read.problems else f" (an empty ledger at {led.location})"))
 
 
 @app.command()
@@ -181,7 +173,7 @@ def show(
     from kwiki.ledger import render_body
 
     with reported():
-        c = _ledger(workspace).read().get(cand)
+        c = _ledger(workspace).get(cand)
     if json_out:
         print_json(c.model_dump(mode="json", exclude_none=True))
         return
@@ -200,8 +192,8 @@ def tree(
     from kwiki.ledger import lineage, render_tree
 
     with reported():
-        read = _ledger(workspace).read()
-        trees = lineage([c for c in read.candidates if task is None or c.task == task])
+        read = _ledger(workspace).read(task=task)
+        trees = lineage(read.candidates)
     if json_out:
         print_json({"tasks": [t.model_dump() for t in trees], "problems": [p.model_dump() for p in read.problems]})
         return
@@ -226,7 +218,7 @@ def import_(
         return
     for p in result["problems"]:
         typer.secho(f"warning: {p['file']}:{p['line']}: {p['reason']} (skipped)", fg="yellow", err=True)
-    typer.echo(f"imported {len(result['added'])} candidates into {led.root}; {len(result['unchanged'])} already there")
+    typer.echo(f"imported {len(result['added'])} candidates into {led.location}; {len(result['unchanged'])} already there")
 
 
 @app.command()
@@ -236,13 +228,14 @@ def search(
     experience_k: Annotated[int, typer.Option("--experience-k", "-e", help="Number of candidates")] = 5,
     status: Annotated[Optional[str], typer.Option("--status", help="Only candidates with this status (rejected: what failed)")] = None,
     index_dir: Annotated[Optional[Path], typer.Option("--index-dir", help="Index root (default: $KWIKI_INDEX_DIR or .kwiki/index)")] = None,
+    workspace: Workspace = None,
     json_out: JsonOut = False,
 ) -> None:
     """The pages that explain the question, then the candidates that tried a fix, with their outcome."""
     from kwiki.service.core import Kwiki, SearchRequest
 
     with reported():
-        kw = Kwiki(load_settings(index_dir=index_dir))
+        kw = Kwiki(load_settings(index_dir=index_dir), workspace=workspace)
         kw.load()
         tiers = kw.tiered_search(SearchRequest(q=query, k=k), experience_k, status)
     if json_out:
@@ -257,7 +250,91 @@ def search(
         if h["reason"]:
             typer.echo(f"    {'why' if h['status'] == 'rejected' else 'outcome'}: {h['reason']}")
     if not tiers["experience"]["hits"]:
-        typer.echo("    none" + ("" if tiers["experience"]["total_candidates"] else " (ingest with --ledger DIR)"))
+        typer.echo("    none" + ("" if tiers["experience"]["total_candidates"] else " (the ledger is empty: `kwiki ledger add`)"))
+
+
+@app.command("status")
+def status_(
+    cand: Annotated[str, typer.Argument(help="task/id, or a bare id when only one task has it")],
+    new_status: Annotated[str, typer.Argument(metavar="STATUS", help="candidate | promoted | rejected")],
+    reason: Annotated[Optional[str], typer.Option("--reason", help="Why it was promoted or rejected")] = None,
+    workspace: Workspace = None,
+    json_out: JsonOut = False,
+) -> None:
+    """Promote or reject a candidate (a new version with that status and reason)."""
+    from kwiki.service.core import set_status
+
+    with reported():
+        c = set_status(_ledger(workspace), cand, new_status, reason)
+    if json_out:
+        print_json(c.model_dump(mode="json", exclude_none=True))
+        return
+    typer.echo(f"{c.key} is now {c.status}" + (f": {c.reason}" if c.reason else ""))
+
+
+@app.command("lineage")
+def lineage_(
+    cand: Annotated[str, typer.Argument(help="task/id, or a bare id when only one task has it")],
+    workspace: Workspace = None,
+    json_out: JsonOut = False,
+) -> None:
+    """A candidate's ancestors (root first) and everything derived from it."""
+    from kwiki.ledger import lineage, render_tree
+    from kwiki.service.core import candidate_lineage
+
+    with reported():
+        led = _ledger(workspace)
+        if json_out:
+            print_json(candidate_lineage(led, cand))
+            return
+        c = led.get(cand)
+        up, down = led.ancestors(c.key), led.descendants(c.key)
+    typer.secho("ancestors", bold=True)
+    for i, a in enumerate(up):
+        typer.echo(f"{'  ' * i}{a.key} [{a.status}] {a.mechanism}"[:160])
+    if not up:
+        typer.echo("  none (a root)" + (f"; parent '{c.parent}' is not in the ledger" if c.parent else ""))
+    typer.secho("descendants", bold=True)
+    typer.echo(render_tree(lineage([c, *down])) if down else "  none")
+
+
+@app.command()
+def attempts(
+    kernel: Annotated[Optional[str], typer.Option("--kernel", help="Kernel (function) name")] = None,
+    technique: Annotated[Optional[str], typer.Option("--technique", help="A technique or pattern page id")] = None,
+    mechanism: Annotated[Optional[str], typer.Option("--mechanism", "-m", help="Words the mechanism must all contain")] = None,
+    status: Annotated[str, typer.Option("--status", help="candidate | promoted | rejected | any")] = "rejected",
+    task: Annotated[Optional[str], typer.Option("--task")] = None,
+    workspace: Workspace = None,
+    json_out: JsonOut = False,
+) -> None:
+    """Every attempt (by default every rejected one) on a kernel, of a technique and/or a mechanism."""
+    with reported():
+        found = _ledger(workspace).attempts(kernel, technique, mechanism, None if status == "any" else status, task)
+    if json_out:
+        print_json({"total": len(found), "candidates": [c.model_dump(mode="json", exclude_none=True) for c in found]})
+        return
+    for c in found:
+        typer.echo(f"{c.key:24} [{c.status:9}] {c.mechanism}"[:160])
+        if c.reason:
+            typer.echo(f"{'':26}{'why' if c.status == 'rejected' else 'kept' if c.status == 'promoted' else 'note'}: {c.reason}"[:160])
+    if not found:
+        typer.echo("no attempts")
+
+
+@app.command()
+def migrate(workspace: Workspace = None, json_out: JsonOut = False) -> None:
+    """Create or upgrade the ledger's schema now; a JSONL workspace is imported (its files are kept as they are)."""
+    with reported():
+        out = _ledger(workspace).migrate()
+    if json_out:
+        print_json(out)
+        return
+    typer.echo(f"{out['location']}: schema version {out['schema_version']}")
+    imp = out["imported_jsonl"]
+    if imp:
+        typer.echo(f"imported from {', '.join(imp['from'])}: {imp['candidates']} candidates, {imp['versions']} versions, "
+                   f"{imp['problems']} unreadable lines kept with their text")
 
 
 def record_diagnosis(candidate_id: str, diagnosis: DiagnoseResponse, workspace: Path | None = None,
@@ -266,12 +343,12 @@ def record_diagnosis(candidate_id: str, diagnosis: DiagnoseResponse, workspace: 
 
     Returns the new version of the candidate.
     """
-    from kwiki.ledger import Ledger, attach_diagnosis, workspace_dir
+    from kwiki.ledger import attach_diagnosis, open_ledger
 
-    led = Ledger(workspace_dir(settings or load_settings(), workspace))
+    led = open_ledger(settings or load_settings(), workspace)
     cand = attach_diagnosis(led, candidate_id, diagnosis, report_path=report_path)
     signals = ", ".join(cand.evidence.signals[:5]) or "no signal"
-    typer.echo(f"recorded on {cand.key} in {led.candidates_path}: {signals}", err=True)
+    typer.echo(f"recorded on {cand.key} in {led.location}: {signals}", err=True)
     return cand
 
 
@@ -279,11 +356,11 @@ def record_comparison(candidate_id: str, comparison: Comparison, workspace: Path
                       settings: Settings | None = None) -> Candidate:
     """``kwiki diagnose AFTER --baseline BEFORE --candidate ID``: attach the comparison (its after-diagnosis as the
     evidence, the comparison under ``evidence.comparison``); a note goes to stderr. Returns the new version."""
-    from kwiki.ledger import Ledger, workspace_dir
+    from kwiki.ledger import open_ledger
     from kwiki.service.diagnosis import attach_comparison
 
-    led = Ledger(workspace_dir(settings or load_settings(), workspace))
+    led = open_ledger(settings or load_settings(), workspace)
     cand = attach_comparison(led, candidate_id, comparison)
-    typer.echo(f"recorded on {cand.key} in {led.candidates_path}: {comparison.verdict} "
+    typer.echo(f"recorded on {cand.key} in {led.location}: {comparison.verdict} "
                f"({comparison.speedup or 0:.2f}x against {comparison.before})", err=True)
     return cand

@@ -11,20 +11,37 @@ their descriptions, from it.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
-from typing import Any
+from pathlib import Path
+from typing import Any, Callable
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from kwiki.errors import BadRequest, BuildDamaged, IndexMissing, KwikiError
+from kwiki.index.query import clean_query
 from kwiki.index.results import PageResponse, SearchResponse
 from kwiki.index.search import Searcher
 from kwiki.index.vectors import Embedder
-from kwiki.ledger import PAGE_TYPE, STATUSES, candidate_fields, indexed_candidates, ledger_summary
+from kwiki.ledger import (
+    CORPUS,
+    PAGE_TYPE,
+    STATUSES,
+    Candidate,
+    Ledger,
+    candidate_architectures,
+    candidate_hit,
+    candidate_tags,
+    check_references,
+    ledger_summary,
+    lineage,
+    open_ledger,
+    validation_reason,
+)
 from kwiki.profiling.compare import Comparison
 from kwiki.profiling.diagnose import DiagnoseResponse
-from kwiki.settings import Settings
+from kwiki.settings import DEFAULT_K, PAGES_PER_SIGNAL, Settings
 
 from .diagnosis import SignalPages, diagnose_request
 
@@ -54,7 +71,7 @@ FILTERS = tuple(SearchFilters.model_fields)
 
 class SearchRequest(SearchFilters):
     q: str = Field(..., description="The question, symptom, metric name or rule message")
-    k: int = Field(10, description="Number of pages to return")
+    k: int = Field(DEFAULT_K, description="Number of pages to return")
 
 
 class SearchQuery(SearchRequest):
@@ -83,61 +100,163 @@ def check_text(*values: str) -> None:
                                  hint="send valid Unicode: a \\ud800-\\udfff escape must be half of a pair") from None
 
 
-def run_search(searcher: Searcher, req: SearchRequest, settings: Settings) -> SearchResponse:
+def run_search(searcher: Searcher, req: SearchRequest, settings: Settings, ledger: Ledger | None = None) -> SearchResponse:
     """The one search path: ``GET|POST /search``, the search page, ``kwiki search`` and MCP all call this.
 
-    When the index holds ledger candidates and no type was asked for, they come as their own tier
-    (``experience``), never mixed above curated pages.
+    With a ``ledger``, the candidates most relevant to the same query come as their own tier (``experience``), from
+    the ledger's own text index (one small query, no second corpus search), never mixed above curated pages. A
+    ``type``/``corpus`` filter that names only the ledger (``experience`` / ``ledger``) asks for that tier alone.
     """
     check_text(req.q, *(v for values in req.filters().values() for v in values))
-    resp = searcher.search(req.q, k=req.k, filters=req.filters(), max_chars=settings.max_query_chars,
-                           max_k=settings.max_k)
-    if not req.type and PAGE_TYPE in searcher.known_types:
-        resp.experience = experience_tier(searcher, req, settings)["hits"]
+    filters, ledger_only = _corpus_filters(searcher, req)
+    if ledger_only:  # the ledger's tier alone: the query checked by the corpus search's rules, no corpus search
+        if not 1 <= int(req.k) <= settings.max_k:
+            raise BadRequest(f"k={req.k} is out of range", hint=f"1 <= k <= {settings.max_k}")
+        searcher.normalize_filters(dict(filters))  # unknown values are still a 400
+        resp = SearchResponse(query=clean_query(req.q, settings.max_query_chars), k=req.k, filters=req.filters(), hits=[])
+    else:
+        resp = searcher.search(req.q, k=req.k, filters=filters, max_chars=settings.max_query_chars, max_k=settings.max_k)
+    if ledger is not None:
+        tier_k = req.k if ledger_only else DEFAULT_EXPERIENCE_K
+        shown = {h.id for h in resp.hits}  # a candidate also indexed as a page (kwiki ingest --ledger) is shown once
+        tier = experience_tier(searcher, req, settings, k=tier_k + len(shown), ledger=ledger)["hits"]
+        resp.experience = [h for h in tier if h["id"] not in shown][:tier_k]
     return resp
 
 
-def page_view(searcher: Searcher, key: str) -> PageResponse:
-    """``GET /pages/{id}``: the page, and when the index holds ledger candidates, how those that applied it fared."""
+def _corpus_filters(searcher: Searcher, req: SearchRequest) -> tuple[dict[str, list[str]], bool]:
+    """The filters for the corpus search, without the ledger's own type and corpus names when the index has no
+    such pages; and whether the request asks for the ledger's tier alone."""
+    filters = req.filters()
+    only = False
+    for name, ledger_value, known in (("type", PAGE_TYPE, searcher.known_types), ("corpus", CORPUS, searcher.known_corpora)):
+        values = filters[name]
+        if ledger_value in values and ledger_value not in known:
+            rest = [v for v in values if v != ledger_value]
+            only = only or not rest
+            filters[name] = rest
+    return filters, only
+
+
+def _tier_filter(searcher: Searcher, req: SearchRequest) -> Callable[[Candidate], bool] | None:
+    """What the request's filters keep of the candidates, or None when they exclude the ledger altogether
+    (a page type or corpus other than the ledger's, a language or confidence: candidates have neither)."""
+    f = req.filters()
+    if (f["type"] and PAGE_TYPE not in f["type"]) or (f["corpus"] and CORPUS not in f["corpus"]) or f["language"] or f["confidence"]:
+        return None
+    archs = set(searcher.normalize_filters({"architecture": f["architecture"]}).architecture) if f["architecture"] else set()
+    tags = {t.lower() for t in f["tag"]}
+
+    def keep(c: Candidate) -> bool:
+        return (not tags or bool(tags & candidate_tags(c))) and (not archs or bool(archs & set(candidate_architectures(c))))
+
+    return keep
+
+
+def page_view(searcher: Searcher, key: str, ledger: Ledger | None = None) -> PageResponse:
+    """``GET /pages/{id}``: the page, and with a ledger that holds candidates, how those that applied it fared."""
     resp = searcher.page(key)
-    if PAGE_TYPE in searcher.known_types and resp.type != PAGE_TYPE:
+    if ledger is not None and resp.type != PAGE_TYPE:
         page = searcher.pages[resp.id]
-        resp.ledger = ledger_summary(page.id, indexed_candidates(searcher.pages.values()), page)
+        cands = ledger.applying({page.id, page.key})
+        if cands or ledger.count():
+            resp.ledger = ledger_summary(page.id, cands, page)
     return resp
 
 
 def experience_tier(searcher: Searcher, req: SearchRequest, settings: Settings, k: int = DEFAULT_EXPERIENCE_K,
-                    status: str | None = None) -> dict[str, Any]:
-    """The candidates most relevant to ``req.q`` (same filters, type forced to ``experience``).
-
-    Candidates carry a type prior of 0.7, so in a corpus of curated pages they rarely reach the first ten hits of
-    a plain search -- by design. Returns ``{"hits": [...], "total_candidates": n}``; each hit is a search hit
-    plus the candidate's ``status``, ``candidate`` (task/id), ``task``, ``reason``, ``mechanism`` and ``correct``.
-    """
+                    status: str | None = None, ledger: Ledger | None = None) -> dict[str, Any]:
+    """The candidates of ``ledger`` most relevant to ``req.q`` under the same filters (the ledger's text search:
+    :meth:`kwiki.ledger.Ledger.search`). Returns ``{"hits": [...], "total_candidates": n}``; each hit carries the
+    search-hit fields and the candidate's ``status``, ``candidate`` (task/id), ``task``, ``reason``, ``mechanism``,
+    ``correct`` (:func:`kwiki.ledger.candidate_hit`)."""
     if status and status not in STATUSES:
         raise BadRequest(f"unknown status '{status}'", hint=f"one of: {', '.join(STATUSES)}")
-    total = sum(1 for p in searcher.pages.values() if p.type == PAGE_TYPE)
-    if not total or (req.type and PAGE_TYPE not in req.type):
+    if ledger is None:
+        return {"hits": [], "total_candidates": 0}
+    total = ledger.count()
+    keep = _tier_filter(searcher, req)
+    if not total or keep is None:
         return {"hits": [], "total_candidates": total}
-    sub = req.model_copy(update={"type": [PAGE_TYPE], "k": max(1, min(int(k), settings.max_k)),
-                                 "tag": list(req.tag) + ([status] if status else [])})
-    resp = run_search(searcher, sub, settings)
-    hits = [{**h.model_dump(), **candidate_fields(searcher.pages.get(h.id))} for h in resp.hits]
-    if status:  # the tag filter also matches a task or kernel named like a status; keep the real ones
-        hits = [h for h in hits if h["status"] == status]
-    return {"hits": hits, "total_candidates": total}
+    found = ledger.search(req.q, k=max(1, min(int(k), settings.max_k)), status=status, keep=keep)
+    return {"hits": [candidate_hit(c, score) for c, score in found], "total_candidates": total}
 
 
 def tiered_search(searcher: Searcher, req: SearchRequest, settings: Settings,
-                  experience_k: int = DEFAULT_EXPERIENCE_K, status: str | None = None) -> dict[str, Any]:
+                  experience_k: int = DEFAULT_EXPERIENCE_K, status: str | None = None,
+                  ledger: Ledger | None = None) -> dict[str, Any]:
     """``{"query", "pages": <SearchResponse>, "experience": <experience_tier>}``: the pages that explain the
-    question, then the candidates that tried a fix; a candidate already among the pages is not repeated.
-    ``status="rejected"`` answers "what was already tried and failed" for a topic."""
+    question, then the candidates that tried a fix (one corpus search, one ledger query); a candidate already among
+    the pages (indexed with ``kwiki ingest --ledger``) is not repeated. ``status="rejected"`` answers "what was
+    already tried and failed" for a topic."""
     pages = run_search(searcher, req, settings)
-    tier = experience_tier(searcher, req, settings, k=experience_k + len(pages.hits), status=status)
+    tier = experience_tier(searcher, req, settings, k=experience_k + len(pages.hits), status=status, ledger=ledger)
     shown = {h.id for h in pages.hits}
     tier["hits"] = [h for h in tier["hits"] if h["id"] not in shown][:experience_k]
+    pages.experience = []
     return {"query": pages.query, "pages": pages.model_dump(), "experience": tier}
+
+
+def parse_candidate(doc: dict[str, Any], hint: str = "required: task, id; status is candidate|promoted|rejected") -> tuple[Candidate, bool]:
+    """A candidate document (JSON of a :class:`~kwiki.ledger.Candidate`) checked; without an id it gets the task's
+    next free one when written (the second value says so)."""
+    doc = dict(doc)
+    auto_id = not doc.get("id")
+    if auto_id:
+        doc["id"] = "c000"  # replaced under the ledger's lock by the next free id
+    try:
+        return Candidate.model_validate(doc), auto_id
+    except ValidationError as exc:
+        raise BadRequest(f"invalid candidate: {validation_reason(exc, 4)}", hint=hint) from None
+
+
+def add_candidate(ledger: Ledger, cand: Candidate, page_ids: set[str] | None, auto_id: bool = False) -> Candidate:
+    """The one way every surface adds a candidate (``POST /ledger``, ``kwiki ledger add``, MCP): its parent must be in
+    the ledger and its technique and pattern ids pages of the index (``page_ids``; None: no index to check against),
+    else :class:`~kwiki.errors.UnknownReference` with the nearest ids. Written in one transaction, it is searchable
+    at once: the experience tier reads the ledger itself."""
+    check_references(ledger, cand, page_ids)
+    return ledger.append(cand, auto_id=auto_id)
+
+
+def set_status(ledger: Ledger, ref: str, status: str, reason: str | None = None) -> Candidate:
+    """Promote or reject a candidate (or put it back to ``candidate``): a new version with that status and reason."""
+    if status not in STATUSES:
+        raise BadRequest(f"unknown status '{status}'", hint=f"one of: {', '.join(STATUSES)}")
+    cand = ledger.get(ref)
+    update: dict[str, Any] = {"status": status}
+    if reason is not None:
+        update["reason"] = reason
+    return ledger.append(cand.model_copy(update=update))
+
+
+def candidate_lineage(ledger: Ledger, ref: str) -> dict[str, Any]:
+    """``{"candidate", "ancestors" (root first), "descendants" (tree rows, pre-order)}`` of one candidate."""
+    cand = ledger.get(ref)
+    below = ledger.descendants(cand.key)
+    rows = [r.model_dump() for t in lineage([cand, *below]) for r in t.rows if r.key != cand.key]  # the subtree below it
+    return {"candidate": cand.model_dump(mode="json", exclude_none=True),
+            "ancestors": [c.model_dump(mode="json", exclude_none=True) for c in ledger.ancestors(cand.key)],
+            "descendants": rows}
+
+
+def index_page_ids(settings: Settings, searcher: Searcher | None = None) -> set[str] | None:
+    """The page ids (and keys) of the served index, or of the current build on disk read without loading it (a
+    CLI command checking a candidate's technique ids); None when there is no index."""
+    if searcher is not None:
+        return {p.id for p in searcher.pages.values()} | set(searcher.pages)
+    from kwiki.index.build import current_build
+
+    pages = current_build(Path(settings.index_dir)) / "pages.jsonl"
+    if not pages.is_file():
+        return None
+    out: set[str] = set()
+    with open(pages, encoding="utf-8") as fh:
+        for line in fh:
+            row = json.loads(line)
+            out |= {str(row.get("id") or ""), str(row.get("key") or "")}
+    out.discard("")
+    return out
 
 
 def signals_doc() -> dict[str, Any]:
@@ -151,13 +270,15 @@ def signals_doc() -> dict[str, Any]:
 class Kwiki:
     """The open index of one process, shared by its surfaces; ``reload`` builds the new one aside and swaps it.
 
-    It also keeps what belongs to the loaded index: the model (loaded once) and the diagnosis pages per signal.
+    It also keeps what belongs to the loaded index: the model (loaded once) and the diagnosis pages per signal; and
+    the ledger (``workspace``, else ``KWIKI_LEDGER_URL``, else the default workspace: :func:`kwiki.ledger.open_ledger`).
     With ``lazy`` (MCP) the index is opened on first use, and retried on each call until one exists; otherwise
     (HTTP, CLI) the caller loads it.
     """
 
-    def __init__(self, settings: Settings, lazy: bool = False) -> None:
+    def __init__(self, settings: Settings, lazy: bool = False, workspace: Path | None = None) -> None:
         self.settings = settings
+        self.ledger = open_ledger(settings, workspace)
         self.lazy = lazy
         self.searcher: Searcher | None = None
         self.error: KwikiError | None = None
@@ -206,19 +327,36 @@ class Kwiki:
         except KwikiError:
             return None
 
-    # the operations, each over the open index
+    # the operations, each over the open index (and the ledger)
     def search(self, req: SearchRequest) -> SearchResponse:
-        return run_search(self.get(), req, self.settings)
+        return run_search(self.get(), req, self.settings, self.ledger)
 
     def page(self, key: str) -> PageResponse:
-        return page_view(self.get(), key)
+        return page_view(self.get(), key, self.ledger)
 
     def tiered_search(self, req: SearchRequest, experience_k: int = DEFAULT_EXPERIENCE_K,
                       status: str | None = None) -> dict[str, Any]:
-        return tiered_search(self.get(), req, self.settings, experience_k, status)
+        return tiered_search(self.get(), req, self.settings, experience_k, status, self.ledger)
+
+    def page_ids(self) -> set[str] | None:
+        """The index's page ids (what a candidate's technique and pattern ids must name); None without an index."""
+        return index_page_ids(self.settings, self.searcher)
+
+    def add_candidate(self, doc: dict[str, Any] | Candidate, auto_id: bool = False) -> Candidate:
+        """Check and write one candidate (:func:`add_candidate`); a document without an id gets the next free one."""
+        if isinstance(doc, Candidate):
+            return add_candidate(self.ledger, doc, self.page_ids(), auto_id=auto_id)
+        cand, auto = parse_candidate(doc)
+        return add_candidate(self.ledger, cand, self.page_ids(), auto_id=auto)
+
+    def set_status(self, ref: str, status: str, reason: str | None = None) -> Candidate:
+        return set_status(self.ledger, ref, status, reason)
+
+    def lineage(self, ref: str) -> dict[str, Any]:
+        return candidate_lineage(self.ledger, ref)
 
     def diagnose(self, *, data: bytes | None = None, filename: str = "", metrics: dict[str, Any] | None = None,
-                 text: str | None = None, k: int = 5, searcher: Searcher | None = None, baseline: bytes | None = None,
+                 text: str | None = None, k: int = PAGES_PER_SIGNAL, searcher: Searcher | None = None, baseline: bytes | None = None,
                  baseline_filename: str = "", kernel: str | None = None,
                  source: bytes | None = None, deadline: float | None = None) -> DiagnoseResponse | Comparison:
         """Diagnose one export, metrics object or text (or compare an export with its ``baseline``); pages come
@@ -230,5 +368,6 @@ class Kwiki:
                                 baseline_filename=baseline_filename, kernel=kernel, source=source, deadline=deadline)
 
 
-__all__ = ["DEFAULT_EXPERIENCE_K", "FILTERS", "Kwiki", "SearchFilters", "SearchQuery", "SearchRequest", "TieredQuery", "experience_tier",
-           "page_view", "run_search", "signals_doc", "tiered_search"]
+__all__ = ["DEFAULT_EXPERIENCE_K", "FILTERS", "Kwiki", "SearchFilters", "SearchQuery", "SearchRequest", "TieredQuery",
+           "add_candidate", "candidate_lineage", "experience_tier", "index_page_ids", "page_view", "parse_candidate", "run_search",
+           "set_status", "signals_doc", "tiered_search"]

@@ -15,6 +15,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
 from kwiki.errors import BadInput
+from kwiki.settings import PAGES_PER_SIGNAL
 
 from .core import Kwiki, signals_doc
 
@@ -22,7 +23,7 @@ router = APIRouter()
 
 
 @router.post("/diagnose")
-async def diagnose(request: Request, k: int = Query(5, description="pages per signal (1..50)")) -> Any:
+async def diagnose(request: Request, k: int = Query(PAGES_PER_SIGNAL, description="pages per signal (1..50)")) -> Any:
     """Diagnose an NCU export (multipart ``file``) or JSON ``{"metrics": {...}}`` / ``{"text": "..."}``.
 
     With a second multipart field ``baseline`` (the parent's export) the answer is a comparison of ``file``

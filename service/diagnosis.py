@@ -24,7 +24,7 @@ from kwiki.profiling.compare import Comparison, compare_bytes, comparison_eviden
 from kwiki.profiling.diagnose import DiagnoseResponse, PageRef, check_deadline, diagnose_bytes, diagnose_metrics, diagnose_text
 from kwiki.profiling.hotspots import parse_source_page
 from kwiki.profiling.signals import load_signals
-from kwiki.settings import MAX_UPLOAD_BYTES
+from kwiki.settings import MAX_UPLOAD_BYTES, PAGES_PER_SIGNAL
 
 #: The strongest signals of a launch get pages; the weaker ones are listed with their pattern ids only.
 TOP_SIGNALS_WITH_PAGES = 3
@@ -91,7 +91,7 @@ def attach_pages(resp: DiagnoseResponse, pages: SignalPages, k: int, deadline: f
 
 
 def diagnose_request(*, data: bytes | None = None, filename: str = "", metrics: dict[str, Any] | None = None,
-                     text: str | None = None, searcher: Searcher | None = None, k: int = 5,
+                     text: str | None = None, searcher: Searcher | None = None, k: int = PAGES_PER_SIGNAL,
                      max_bytes: int = MAX_UPLOAD_BYTES,
                      pages: SignalPages | None = None, baseline: bytes | None = None, baseline_filename: str = "",
                      kernel: str | None = None, source: bytes | None = None,
@@ -150,4 +150,4 @@ def attach_comparison(ledger: Ledger, candidate_id: str, c: Comparison) -> Candi
     if c.before not in cand.evidence.reports:
         cand.evidence.reports.append(c.before)
     ev = Evidence.model_validate({**cand.evidence.model_dump(exclude=set(extra)), **extra})
-    return ledger.append(cand.model_copy(update={"evidence": ev}), write_benchmarks=False)
+    return ledger.append(cand.model_copy(update={"evidence": ev}))

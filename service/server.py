@@ -6,6 +6,8 @@ descriptors, new clients timed out and the accept loop logged 49.5 MiB of "Too m
 - at most ``KWIKI_MAX_CONNECTIONS`` connections are open; one more is answered ``503 unavailable`` and closed;
 - a connection that has not sent a whole request head ``KWIKI_HEADER_TIMEOUT_S`` after it opened (or after its
   last answer) is closed;
+- a request whose body is still arriving ``KWIKI_BODY_TIMEOUT_S`` later (a body dribbled a byte at a time) is
+  answered ``408 request_timeout`` and closed: the whole request has ``header + body`` seconds to arrive;
 - the soft file-descriptor limit is raised to the hard one, so the bound is reached before the process' limit;
 - the "out of system resource" accept error is logged at most once per :data:`LOG_EVERY_S`, with a count;
 - uvicorn's own 400 for a malformed request is JSON, like every other error.
@@ -27,7 +29,7 @@ import h11
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from kwiki.errors import BadRequest, Unavailable
+from kwiki.errors import BadRequest, SlowRequest, Unavailable
 from kwiki.settings import Settings
 
 log = logging.getLogger("kwiki")
@@ -45,6 +47,8 @@ def _raw_response(status: int, reason: bytes, body: dict[str, Any]) -> bytes:
 
 BUSY = _raw_response(503, b"Service Unavailable", Unavailable(
     "too many open connections", hint="retry shortly; behind a proxy, limit connections per client").to_dict())
+SLOW_BODY = _raw_response(408, b"Request Timeout", SlowRequest(
+    "the request body did not arrive in time", hint="send the body at once; a 20 MiB upload needs ~1 MB/s").to_dict())
 
 
 class BoundedH11Protocol(H11Protocol):
@@ -52,6 +56,7 @@ class BoundedH11Protocol(H11Protocol):
 
     max_connections = 512
     header_timeout_s = 10.0
+    body_timeout_s = 60.0
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         if len(self.connections) >= self.max_connections:
@@ -95,9 +100,20 @@ class BoundedH11Protocol(H11Protocol):
 
     def _head_deadline_passed(self, armed_for: object) -> None:
         self._head_timer = None
+        if self.transport.is_closing():
+            return
         waiting = self.cycle is armed_for and (self.cycle is None or self.cycle.response_complete)
-        if waiting and not self.transport.is_closing():
+        if waiting:
             self.transport.close()  # no whole request head since the deadline was armed
+        elif self.cycle is not None and self.cycle.more_body:  # a head came; its body is still arriving
+            self._head_timer = self.loop.call_later(self.body_timeout_s, self._body_deadline_passed, self.cycle)
+
+    def _body_deadline_passed(self, cycle: object) -> None:
+        self._head_timer = None
+        if self.cycle is cycle and self.cycle is not None and self.cycle.more_body and not self.transport.is_closing():
+            if not self.cycle.response_started:
+                self.transport.write(SLOW_BODY)
+            self.transport.close()  # the app reading the body sees a disconnect
 
     # ---------------------------------------------------------------- JSON protocol errors
     def send_400_response(self, msg: str) -> None:
@@ -179,7 +195,8 @@ def server_config(app: Any, settings: Settings, **kwargs: Any) -> uvicorn.Config
     """The uvicorn config ``kwiki serve`` runs (and the tests): one worker, bounded connections."""
     bound = connection_bound(settings)
     protocol = type("KwikiH11Protocol", (BoundedH11Protocol,),
-                    {"max_connections": bound, "header_timeout_s": settings.header_timeout_s})
+                    {"max_connections": bound, "header_timeout_s": settings.header_timeout_s,
+                     "body_timeout_s": settings.body_timeout_s})
     for name in ("asyncio", "uvicorn.error"):
         logger = logging.getLogger(name)
         if not any(isinstance(f, ResourceErrorFilter) for f in logger.filters):

@@ -12,22 +12,25 @@ Errors render as a message on the page (with the same text and hint as the JSON 
 
 from __future__ import annotations
 
+import posixpath
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, File, Form, Query, Request, UploadFile
 from fastapi.responses import FileResponse, HTMLResponse, Response
 from fastapi.templating import Jinja2Templates
-from markdown_it import MarkdownIt
-from markupsafe import Markup, escape
+from markupsafe import Markup
 
 from kwiki.errors import BadInput, BadRequest, KwikiError, NotFound
-from kwiki.index.results import PageResponse
+from kwiki.index.results import SearchResponse
 from kwiki.index.search import Searcher
+from kwiki.profiling.compare import Comparison
 from kwiki.profiling.diagnose import DiagnoseResponse, PageRef
 
 from .core import Kwiki, SearchFilters, SearchRequest
+from .web_markdown import Resolver, http_url, render_markdown, render_snippet
 
 HERE = Path(__file__).resolve().parent
 STATIC = HERE / "static"
@@ -38,22 +41,6 @@ _STOP = frozenset("the and for with are was that this from have has not but its 
 
 router = APIRouter(include_in_schema=False)
 templates = Jinja2Templates(directory=str(HERE / "templates"))
-_md = MarkdownIt("commonmark", {"html": False, "linkify": False}).enable("table")
-
-
-def highlight(text: str, terms: list[str]) -> Markup:
-    """``text`` HTML-escaped, with each of ``terms`` (case-insensitive, whole words) in ``<mark>``."""
-    words = sorted({t.strip() for t in terms if t and len(t.strip()) >= 2}, key=len, reverse=True)
-    if not words:
-        return Markup(escape(text))
-    pattern = re.compile(r"(?<![\w])(" + "|".join(re.escape(w) for w in words) + r")(?![\w])", re.I)
-    out, last = [], 0
-    for m in pattern.finditer(text):
-        out.append(str(escape(text[last:m.start()])))
-        out.append(f"<mark>{escape(m.group(0))}</mark>")
-        last = m.end()
-    out.append(str(escape(text[last:])))
-    return Markup("".join(out))
 
 
 def query_terms(q: str) -> list[str]:
@@ -61,59 +48,49 @@ def query_terms(q: str) -> list[str]:
     return [w for w in re.findall(r"[A-Za-z0-9_.]+", q) if len(w) >= 3 and w.lower() not in _STOP]
 
 
-def render_markdown(text: str, links: dict[str, str] | None = None) -> Markup:
-    """A page body as HTML; raw HTML in the markdown is escaped, not passed through.
+def page_resolver(searcher: Searcher, corpus: str, path: str) -> Resolver:
+    """Resolves the relative markdown links of the page at ``path`` of ``corpus`` (``../techniques/stream-k.md``)
+    to the keys of the pages they name, so links between wiki pages open in the page view."""
+    by_path = _paths(searcher).get(corpus, {})
+    base = posixpath.dirname(path)
 
-    ``links`` maps the body's relative links (``../techniques/stream-k.md``) to page keys, so links between
-    wiki pages open in the page view instead of pointing at markdown files that the server does not serve.
-    """
-    return Markup(_md.render(text, {"kwiki_links": links or {}}))
+    def resolve(href: str) -> str | None:
+        if "://" in href or not href.endswith(".md"):
+            return None
+        return by_path.get(posixpath.normpath(posixpath.join(base, href)))
 
-
-def _link_open(renderer: Any, tokens: list, idx: int, options: Any, env: dict) -> str:
-    # bound as a renderer method by add_render_rule
-    token = tokens[idx]
-    key = env.get("kwiki_links", {}).get(str(token.attrGet("href") or "").split("#")[0])
-    if key:
-        token.attrSet("href", f"/ui/page/{key}")
-    return renderer.renderToken(tokens, idx, options, env)
+    return resolve
 
 
-_md.add_render_rule("link_open", _link_open)
+_held: dict[str, tuple[Searcher, dict[str, dict[str, str]]]] = {}
 
 
-def page_links(searcher: Searcher, page: PageResponse) -> dict[str, str]:
-    """Relative markdown links of ``page`` that name another page of the same corpus -> that page's key."""
-    import posixpath
+def _paths(searcher: Searcher) -> dict[str, dict[str, str]]:
+    """corpus -> page path -> page key, built once per open index (only the one being served is kept)."""
+    held = _held.get("paths")
+    if held is None or held[0] is not searcher:
+        paths: dict[str, dict[str, str]] = {}
+        for p in searcher.pages.values():
+            paths.setdefault(p.corpus, {})[p.path] = p.key
+        held = _held["paths"] = (searcher, paths)
+    return held[1]
 
-    by_path = {p.path: p.key for p in searcher.pages.values() if p.corpus == page.corpus}
-    base = posixpath.dirname(page.path)
-    out: dict[str, str] = {}
-    for href in re.findall(r"\]\(([^)\s#]+\.md)(?:#[^)]*)?\)", page.body):
-        if "://" not in href:
-            key = by_path.get(posixpath.normpath(posixpath.join(base, href)))
-            if key:
-                out[href] = key
+
+def hit_snippets(searcher: Searcher, resp: SearchResponse, terms: list[str]) -> dict[str, Markup]:
+    """Each hit's snippet rendered from the page's own markdown over the hit chunk's lines (links, code and tables
+    as such, headings as lead-ins, the query's terms marked); the API's plain snippet where the chunk has no lines
+    of the body (a page's front matter)."""
+    out = {}
+    for h in resp.hits:
+        page = searcher.pages.get(h.id)
+        text = ""
+        if page is not None and h.lines:
+            text = "\n".join(page.body.splitlines()[max(0, h.lines[0] - page.body_line): max(0, h.lines[1] - page.body_line + 1)])
+        out[h.id] = render_snippet(text if text.strip() else h.snippet, terms + h.why.matched_terms,
+                                   page_resolver(searcher, h.corpus, h.path))
     return out
 
 
-def http_url(url: object) -> str:
-    """``url`` when it is an absolute http(s) URL, else "": only those become links (a page's ``url:
-    javascript:...`` would run in the reader's browser).
-
-    >>> http_url("https://docs.nvidia.com/x"), http_url("javascript:alert(1)"), http_url(" JaVaScRiPt:x"), http_url("//evil")
-    ('https://docs.nvidia.com/x', '', '', '')
-    """
-    if not isinstance(url, str):
-        return ""
-    text = url.strip()
-    if any(c.isspace() or ord(c) < 32 for c in text):
-        return ""
-    scheme, sep, rest = text.partition("://")
-    return text if sep and scheme.lower() in ("http", "https") and rest and not rest.startswith("/") else ""
-
-
-templates.env.filters["highlight"] = highlight
 templates.env.filters["http_url"] = http_url
 
 
@@ -163,7 +140,8 @@ def search_page(request: Request, page: Annotated[PageQuery, Query()]) -> HTMLRe
         searcher = state.get()
         ctx["options"] = _facet_options(searcher)
         if page.q.strip():
-            ctx["resp"] = state.search(SearchRequest(q=page.q, k=_int(page.k, "k"), **chosen))
+            ctx["resp"] = resp = state.search(SearchRequest(q=page.q, k=_int(page.k, "k"), **chosen))
+            ctx["snippets"] = hit_snippets(searcher, resp, ctx["terms"])
     except KwikiError as exc:
         ctx.setdefault("options", _facet_options(None))
         ctx["error"], status = _error(exc), exc.status
@@ -178,7 +156,7 @@ def page_view(request: Request, page_id: str, q: Annotated[str, Query()] = "") -
         page = _state(request).page(page_id)
     except KwikiError as exc:
         return _render(request, "page.html", exc.status, page=None, error=_error(exc), q=q)
-    return _render(request, "page.html", page=page, error=None, q=q, body=render_markdown(page.body, page_links(searcher, page)))
+    return _render(request, "page.html", page=page, error=None, q=q, body=render_markdown(page.body, page_resolver(searcher, page.corpus, page.path)))
 
 
 @router.get("/ui/diagnose", response_class=HTMLResponse)
@@ -194,8 +172,10 @@ async def diagnose_upload(
     text: Annotated[str, Form(description="or pasted ncu output / rule messages")] = "",
     k: Annotated[str, Form()] = "5",
     source: Annotated[UploadFile | None, File(description="the same report's --page source --csv export: hotspots")] = None,
+    baseline: Annotated[UploadFile | None, File(description="the parent's export: compare the upload with it")] = None,
 ) -> HTMLResponse:
-    """Diagnose an upload (or pasted text) with ``diagnose_request``, what ``POST /diagnose`` calls, and show it."""
+    """Diagnose an upload (or pasted text) with ``diagnose_request``, what ``POST /diagnose`` calls, and show it; with
+    a ``baseline`` export, compare the upload with it (``kwiki diagnose AFTER --baseline BEFORE``) and show both."""
     import asyncio
 
     from .limits import within_deadline
@@ -204,6 +184,7 @@ async def diagnose_upload(
     settings = state.settings
     filename = (file.filename or "upload") if file is not None and file.filename else ""
     searcher = state.get_or_none()
+    comparison: Comparison | None = None
     try:
         if filename:
             data = await file.read(settings.max_upload_bytes + 1)  # type: ignore[union-attr]
@@ -212,36 +193,52 @@ async def diagnose_upload(
             kwargs: dict[str, Any] = {"data": data, "filename": filename}
             if source is not None and source.filename:
                 kwargs["source"] = await source.read(settings.max_upload_bytes + 1)
+            if baseline is not None and baseline.filename:
+                kwargs["baseline"] = await baseline.read(settings.max_upload_bytes + 1)
+                kwargs["baseline_filename"] = baseline.filename
+                if not kwargs["baseline"]:
+                    raise BadInput("the baseline file is empty", hint="choose the parent kernel's export, captured the same way")
+        elif baseline is not None and baseline.filename:
+            raise BadInput("a baseline needs an export to compare with it", hint="choose the candidate's export as the file")
         elif text.strip():
             kwargs = {"text": text}
         else:
             raise BadInput("choose an NCU export or paste ncu output", hint="export with `ncu --page raw --csv`")
-        result = await within_deadline(settings.request_timeout_s, state.diagnose, searcher=searcher, k=_int(k, "k"), **kwargs)
-        assert isinstance(result, DiagnoseResponse)  # no baseline here: a diagnosis, never a comparison
+        answer = await within_deadline(settings.request_timeout_s, state.diagnose, searcher=searcher, k=_int(k, "k"), **kwargs)
+        if isinstance(answer, Comparison):
+            comparison, result = answer, answer.after_diagnosis
+        else:
+            result = answer
     except KwikiError as exc:
         return _render(request, "diagnose.html", exc.status, result=None, error=_error(exc), filename=filename,
                        text=text, indexed=searcher is not None)
-    charts = await asyncio.to_thread(_timeline_charts, result)
-    return _render(request, "diagnose.html", result=result, error=None, filename=filename or "pasted text", text=text,
-                   indexed=searcher is not None, reading=_reading_list(result), charts=charts)
+    charts = await asyncio.to_thread(_charts, result, comparison)
+    return _render(request, "diagnose.html", result=result, comparison=comparison, error=None, filename=filename or "pasted text",
+                   text=text, indexed=searcher is not None, reading=_reading_list(result) if result else [], charts=charts)
 
 
-MAX_CHARTS = 3  # PNG timelines drawn per page (each takes ~0.3 s with matplotlib)
+MAX_CHARTED = 3  # launches (and matched kernels) charted per page, the first in its order: 0.1-0.2 s a chart on 2 busy cores
 
 
-def _timeline_charts(result: Any) -> dict[str, str]:
-    """launch id -> a base64 PNG of its PM-sampling timeline; empty when matplotlib is not installed."""
-    import base64
-    import io
+@dataclass
+class Charts:
+    """The page's inline SVG charts: by launch id, and one per matched kernel of a comparison."""
 
-    from kwiki.profiling.timeline import plot
+    launch: dict[str, Markup] = field(default_factory=dict)
+    timeline: dict[str, Markup] = field(default_factory=dict)
+    compare: list[Markup] = field(default_factory=list)
 
-    out: dict[str, str] = {}
-    for launch in [d for d in getattr(result, "launches", []) if d.timeline is not None][:MAX_CHARTS]:
-        buf = io.BytesIO()
-        if not plot(launch.timeline, buf):
-            break
-        out[launch.launch_id] = base64.b64encode(buf.getvalue()).decode()
+
+def _charts(result: DiagnoseResponse | None, comparison: Comparison | None) -> Charts:
+    from .charts import comparison_chart, launch_chart, timeline_chart
+
+    out = Charts()
+    for launch in (result.launches if result else [])[:MAX_CHARTED]:
+        if (chart := launch_chart(launch)) is not None:
+            out.launch[launch.launch_id] = chart
+        if launch.timeline is not None and (chart := timeline_chart(launch.timeline)) is not None:
+            out.timeline[launch.launch_id] = chart
+    out.compare = [comparison_chart(kc) for kc in (comparison.kernels if comparison else [])[:MAX_CHARTED]]
     return out
 
 

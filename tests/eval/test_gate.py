@@ -3,8 +3,8 @@
 import pytest
 
 from kwiki.evals.command import load_floor
-from kwiki.evals.questions import CATEGORIES, SPLITS, load_suite, to_trec
-from kwiki.evals.runner import SHIPPED, evaluate, margin
+from kwiki.evals.questions import CATEGORIES, SPLITS, load_suite, load_unanswerable, to_trec
+from kwiki.evals.runner import SHIPPED, evaluate, floor_rates, margin
 
 pytestmark = pytest.mark.slow
 
@@ -35,3 +35,12 @@ def test_shipped_method_is_above_the_floor(searcher):
     # better than the keyword baseline beyond the noise: the whole 95% interval of the paired margin above 0
     lead = margin(load_suite("corpus"), result["per_question"], SHIPPED, "keyword-baseline")
     assert lead["low"] > 0, lead
+
+
+def test_the_relevance_floor_hides_no_answer_and_flags_most_off_topic_queries(searcher):
+    questions = [q for q in load_suite("corpus") if q.split in ("dev", "test", "fresh")]
+    result = evaluate(searcher, questions, [SHIPPED])
+    rates = floor_rates(searcher, questions, result["no_match"], load_unanswerable())
+    assert rates["n_unanswerable"] >= 50 and rates["unanswerable"] >= 0.7, rates
+    # a wrongly hidden answer is worse than a padded list: at most 1 in 200 written questions
+    assert max(rates["answerable"].values()) <= 0.005, rates

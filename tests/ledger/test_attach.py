@@ -17,8 +17,7 @@ def _diagnose(name: str):
 
 def test_attach_records_signals_metrics_and_reports(workspace):
     led = Ledger(workspace)
-    before_lines = led.candidates_path.read_text().count("\n")
-    before_csv = led.benchmark_path.read_text()
+    before = led.get("transpose/t01")
     diag = _diagnose("bank_conflicts-bad.raw.csv")
     fired = [s.signal for s in diag.launches[0].signals]
     assert fired, "the fixture should fire at least one signal"
@@ -35,8 +34,9 @@ def test_attach_records_signals_metrics_and_reports(workspace):
     read = led.read()
     assert read.get("transpose/t01").evidence == cand.evidence
     assert read.get("transpose/t01").status == "promoted" and len(read.candidates) == 36
-    assert led.candidates_path.read_text().count("\n") == before_lines + 1  # appended, never rewritten
-    assert led.benchmark_path.read_text() == before_csv  # no duplicate benchmark rows
+    versions = led.versions("transpose/t01")
+    assert len(versions) == 2 and versions[0].evidence == before.evidence  # a new version; the old one is kept
+    assert cand.benchmarks == before.benchmarks  # no duplicate benchmark figures
 
 
 def test_attach_accepts_the_response_model_and_a_second_diagnosis(workspace):

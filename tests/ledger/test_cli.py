@@ -45,7 +45,7 @@ def test_add_from_flags_then_show_list_and_tree(tmp_path):
     assert [c["id"] for c in listed["candidates"]] == ["v2"]
     tree = run("tree", "-w", ws).stdout
     assert "└── * v1 [promoted] naive copy" in tree and "    └── v2 [rejected]" in tree
-    assert "v2,transpose,8192x8192" in (tmp_path / "ws" / "benchmark.csv").read_text()
+    assert (tmp_path / "ws" / "ledger.sqlite3").is_file() and not (tmp_path / "ws" / "candidates.jsonl").exists()
 
 
 def test_add_from_a_json_document_keeps_unknown_fields_and_flags_override(tmp_path):
@@ -76,7 +76,7 @@ def test_add_without_an_id_numbers_the_candidate(tmp_path):
 def test_bad_input_is_a_clear_error(tmp_path, args, message):
     result = run("add", "-w", str(tmp_path / "ws"), *args, input="{not json", ok=False)
     assert result.exit_code == 2 and message in result.stderr
-    assert not (tmp_path / "ws" / "candidates.jsonl").exists()
+    assert not (tmp_path / "ws").exists()  # refused before anything was written
 
 
 def test_list_reports_the_malformed_line_and_lists_the_rest():
@@ -93,7 +93,7 @@ def test_workspace_defaults_to_the_environment(tmp_path, monkeypatch):
     monkeypatch.delenv("KWIKI_LEDGER_DIR")
     monkeypatch.setenv("KWIKI_INDEX_DIR", str(tmp_path / "idx"))
     run("add", "--task", "t", "--id", "a")
-    assert (tmp_path / "ledger" / "candidates.jsonl").exists()
+    assert (tmp_path / "ledger" / "ledger.sqlite3").exists()
 
 
 def test_show_unknown_candidate_is_an_error():
@@ -129,3 +129,42 @@ def test_tree_json_is_flat_rows(tmp_path):
     (tree,) = data["tasks"]
     assert tree["task"] == "transpose" and len(tree["rows"]) == 17
     assert [r["id"] for r in tree["rows"] if r["on_promoted_path"]] == ["t00", "t01", "t03", "t07", "t11", "t15"]
+
+
+def test_an_unknown_parent_is_refused_with_the_nearest_ids(tmp_path):
+    ws = str(tmp_path / "ws")
+    run("add", "-w", ws, "--task", "transpose", "--id", "t01", "--mechanism", "stage a tile")
+    run("add", "-w", ws, "--task", "transpose", "--id", "t02", "--mechanism", "pad it")
+    result = run("add", "-w", ws, "--task", "transpose", "--id", "t03", "--parent", "t10", "--mechanism", "x", ok=False)
+    assert result.exit_code == 2 and "unknown parent 't10'" in result.stderr
+    assert "nearest: transpose/t01" in result.stderr
+    assert Ledger(tmp_path / "ws").keys() == ["transpose/t01", "transpose/t02"]
+
+
+@pytest.mark.slow
+def test_an_unknown_technique_is_refused_against_the_index(tmp_path, mini_index, monkeypatch):
+    monkeypatch.setenv("KWIKI_INDEX_DIR", str(mini_index))
+    ws = str(tmp_path / "ws")
+    result = run("add", "-w", ws, "--task", "t", "--pattern", "pattern-mini-tial", ok=False)
+    assert result.exit_code == 2 and "unknown pattern id 'pattern-mini-tial'" in result.stderr
+    assert "nearest: pattern-mini-tail" in result.stderr
+    run("add", "-w", ws, "--task", "t", "--pattern", "pattern-mini-tail", "--mechanism", "known page")
+    assert [c.patterns for c in Ledger(tmp_path / "ws").read().candidates] == [["pattern-mini-tail"]]
+
+
+def test_status_lineage_attempts_and_migrate(workspace):
+    ws = str(workspace)
+    out = json.loads(run("migrate", "-w", ws, "--json").stdout)
+    assert out["imported_jsonl"]["candidates"] == 36 and out["schema_version"] >= 2
+    run("status", "-w", ws, "transpose/t12", "rejected", "--reason", "misaligned on B200")
+    assert Ledger(workspace).get("t12").status == "rejected"
+    text = run("attempts", "-w", ws, "--kernel", "transpose_tiled", "--technique", "technique-smem-swizzling").stdout
+    assert [line.split()[0] for line in text.splitlines() if not line.startswith(" ")] == ["transpose/t04", "transpose/t12", "transpose/t16"]
+    assert "misaligned on B200" in text
+    lin = json.loads(run("lineage", "-w", ws, "t11", "--json").stdout)
+    assert [a["id"] for a in lin["ancestors"]] == ["t00", "t01", "t03", "t07"]
+    assert [r["id"] for r in lin["descendants"]] == ["t14", "t15"]
+    tree = run("lineage", "-w", ws, "t11").stdout
+    assert "transpose/t07 [promoted]" in tree and "t15 [promoted]" in tree
+    bad = run("status", "-w", ws, "t11", "maybe", ok=False)
+    assert bad.exit_code == 2 and "unknown status" in bad.stderr

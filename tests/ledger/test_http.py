@@ -1,4 +1,5 @@
-"""GET/POST /ledger on a real uvicorn server over a real index that includes the fixture ledger."""
+"""GET/POST /ledger on a real uvicorn server over the real corpus index and a workspace of the JSONL era (its first
+POST imports it into the SQLite file); one test runs the same app on a PostgreSQL ledger."""
 
 from __future__ import annotations
 
@@ -18,13 +19,13 @@ TOKEN = "ledger-test-token"
 
 
 @pytest.fixture(scope="module")
-def ledger_server(tmp_path_factory, ledger_mini_index, embedder):
+def ledger_server(tmp_path_factory, corpus_index, embedder):
     from kwiki.service.app import create_app
     from kwiki.settings import Settings
 
     ws = tmp_path_factory.mktemp("http-ledger") / "ws"
     shutil.copytree(LEDGER, ws, ignore=shutil.ignore_patterns("*.py"))
-    app = create_app(Settings(index_dir=ledger_mini_index, ledger_dir=ws, admin_token=TOKEN))
+    app = create_app(Settings(index_dir=corpus_index, ledger_dir=ws, admin_token=TOKEN))
     app.state.kwiki.embedder = embedder  # the session's model: loaded once for every test
     with ServerThread(app) as srv:
         srv.workspace = ws
@@ -84,8 +85,9 @@ def test_post_appends_durably_and_keeps_unknown_fields(client, ledger_server):
     assert r.json()["created_at"] and r.json()["sweep"] == {"tiles": [16, 32]}
     got = client.get("/ledger/transpose/h2").json()
     assert got["status"] == "rejected" and got["author"] == {"kind": "agent", "name": "http-test"}
-    last = (ledger_server.workspace / "candidates.jsonl").read_text().splitlines()[-1]
-    assert json.loads(last)["id"] == "h2"
+    from kwiki.ledger import Ledger
+
+    assert Ledger(ledger_server.workspace).get("transpose/h2").model_extra["sweep"] == {"tiles": [16, 32]}  # durable
 
 
 @pytest.mark.parametrize("body, code", [
@@ -118,11 +120,11 @@ def test_concurrent_posts_lose_nothing(client):
     assert len({c["id"] for c in race}) == 30
 
 
-def test_post_is_off_without_a_configured_token(ledger_mini_index, tmp_path):
+def test_post_is_off_without_a_configured_token(corpus_index, tmp_path):
     from kwiki.service.app import create_app
     from kwiki.settings import Settings
 
-    app = create_app(Settings(index_dir=ledger_mini_index, ledger_dir=tmp_path / "ws", admin_token=None))
+    app = create_app(Settings(index_dir=corpus_index, ledger_dir=tmp_path / "ws", admin_token=None))
     with ServerThread(app) as srv, httpx.Client(base_url=srv.url, timeout=60) as c:
         r = c.post("/ledger", json={"task": "t", "id": "a"}, headers=AUTH)
         assert r.status_code == 403 and r.json()["error"]["code"] == "forbidden"
@@ -149,6 +151,57 @@ def test_ledger_search_takes_every_search_filter(client):
             assert r.status_code == 200 and r.json()["pages"]["hits"] == [] and r.json()["experience"]["hits"] == []
         else:
             assert r.status_code == 400 and r.json()["error"]["code"] == "bad_request", r.text
-    mini = client.get("/ledger/search", params={"q": q, "corpus": "mini"}).json()
-    assert mini["pages"]["hits"] and {h["corpus"] for h in mini["pages"]["hits"]} == {"mini"}
-    assert mini["pages"]["filters"]["corpus"] == ["mini"]
+    kw = client.get("/ledger/search", params={"q": q, "corpus": "kwiki"}).json()
+    assert kw["pages"]["hits"] and {h["corpus"] for h in kw["pages"]["hits"]} == {"kwiki"}
+    assert kw["experience"]["hits"] == []  # the candidates are corpus "ledger"
+    assert client.get("/ledger/search", params={"q": q, "corpus": "ledger"}).json()["experience"]["hits"]
+
+
+def test_unknown_parent_or_technique_is_refused_with_a_hint(client):
+    r = client.post("/ledger", json={"task": "transpose", "id": "u1", "parent": "t51", "mechanism": "x"}, headers=AUTH)
+    assert r.status_code == 400 and r.json()["error"]["code"] == "unknown_reference"
+    assert r.json()["error"]["hint"].startswith("nearest: transpose/t")
+    r = client.post("/ledger", json={"task": "transpose", "id": "u1", "techniques": ["technique-smem-swizling"]}, headers=AUTH)
+    assert r.status_code == 400 and "nearest: technique-smem-swizzling" in r.json()["error"]["hint"]
+    assert client.get("/ledger/transpose/u1").status_code == 404
+
+
+def test_a_posted_candidate_is_searchable_at_once(client):
+    q = "register-blocked transpose with warp shuffles instead of shared memory"
+    doc = {"task": "transpose", "id": "h3", "parent": "t15", "kernel": "transpose_tiled", "mechanism": q,
+           "techniques": ["technique-warp-shuffle-reduction"], "status": "rejected", "reason": "shuffles cost more than the smem"}
+    assert client.post("/ledger", json=doc, headers=AUTH).status_code == 201
+    exp = client.get("/search", params={"q": q, "k": 3}).json()["experience"]
+    assert exp[0]["candidate"] == "transpose/h3" and exp[0]["status"] == "rejected"
+    page = client.get("/pages/technique-warp-shuffle-reduction").json()
+    assert "transpose/h3" in [c["key"] for c in page["ledger"]["candidates"]]
+
+
+def test_lineage_attempts_and_status(client):
+    lin = client.get("/ledger/lineage/transpose/t11").json()
+    assert [a["id"] for a in lin["ancestors"]] == ["t00", "t01", "t03", "t07"]
+    assert {"t14", "t15"} <= {r["id"] for r in lin["descendants"]}
+    att = client.get("/ledger/attempts", params={"kernel": "transpose_tiled", "technique": "technique-smem-swizzling"}).json()
+    assert [c["id"] for c in att["candidates"]][:2] == ["t04", "t16"]
+    assert client.post("/ledger/transpose/t14/status", json={"status": "promoted"}).status_code == 401
+    r = client.post("/ledger/transpose/t14/status", json={"status": "promoted", "reason": "kept after all"}, headers=AUTH)
+    assert r.status_code == 200 and r.json()["status"] == "promoted" and r.json()["reason"] == "kept after all"
+    r = client.post("/ledger/transpose/t14/status", json={"status": "maybe"}, headers=AUTH)
+    assert r.status_code == 400
+    assert client.get("/ledger/lineage/transpose/nope").status_code == 404
+
+
+def test_the_same_app_on_a_postgresql_ledger(corpus_index, embedder, pg_cluster):
+    from kwiki.service.app import create_app
+    from kwiki.settings import Settings
+
+    app = create_app(Settings(index_dir=corpus_index, ledger_url=pg_cluster.new_schema(), admin_token=TOKEN))
+    app.state.kwiki.embedder = embedder
+    with ServerThread(app) as srv, httpx.Client(base_url=srv.url, timeout=60) as c:
+        assert c.get("/ledger").json()["backend"] == "postgres"
+        doc = {"task": "gemm", "id": "p1", "mechanism": "stream-K for the tail wave", "techniques": ["technique-stream-k"]}
+        assert c.post("/ledger", json=doc, headers=AUTH).status_code == 201
+        assert c.post("/ledger", json={"task": "gemm", "parent": "p1", "mechanism": "auto id"}, headers=AUTH).json()["id"] == "c001"
+        assert c.get("/search", params={"q": "stream-K tail wave"}).json()["experience"][0]["candidate"] == "gemm/p1"
+        assert [a["id"] for a in c.get("/ledger/lineage/gemm/c001").json()["ancestors"]] == ["p1"]
+        assert c.get("/ledger").json()["workspace"] == "postgresql:postgres"

@@ -212,3 +212,14 @@ def test_leading_page_brings_its_related_pages_below_it(searcher):
     assert not any(h.why.fix_of for h in resp.hits)  # not a pattern: it names no fixes
     plain = searcher.search("UMMA", k=10, options=SearchOptions(links=False))
     assert not any(h.why.related_to for h in plain.hits)
+
+
+def test_a_query_no_page_answers_says_so_and_shows_only_the_nearest(searcher):
+    off = searcher.search("best way to cook risotto without stirring all the time", k=10)
+    assert off.no_match and off.note and len(off.hits) == searcher.params.floor_nearest
+    assert searcher.page_bm25.known_share(["risotto", "stir"]) < searcher.params.floor_known
+    for q in ("my kernel's last wave leaves most SMs idle", "smem bank conflicts", "wgmma"):
+        resp = searcher.search(q, k=10)
+        assert not resp.no_match and resp.note is None and len(resp.hits) == 10, q
+    assert searcher.page_bm25.known_share(["bank", "conflict"]) == 1.0
+    assert len(searcher.search("best way to cook risotto", k=10, options=SearchOptions(floor=False)).hits) == 10

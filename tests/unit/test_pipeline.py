@@ -124,3 +124,23 @@ def test_params_refuse_unknown_names_and_bad_values():
         P.with_overrides({"candidates": "-3"})
     with pytest.raises(BadRequest):
         parse_overrides(["bm25_weight"])
+
+
+def test_floor_says_no_match_only_when_the_vector_and_the_words_both_fail():
+    known = {"share": 0.2}
+    idx = SimpleNamespace(page_bm25=SimpleNamespace(known_share=lambda terms: known["share"]))
+    low = Candidates(vector=[(0, P.floor_vector - 0.01)])
+    pipeline.floor(plan("kubernetes ingress"), low, P, idx)
+    assert low.no_match and f"{P.floor_nearest} nearest" in low.no_match
+    close = Candidates(vector=[(0, P.floor_vector + 0.01)])  # a paraphrase lands near its chunk
+    pipeline.floor(plan("kubernetes ingress"), close, P, idx)
+    assert close.no_match is None
+    known["share"] = P.floor_known + 0.01  # words the pages use, read poorly by the model
+    words = Candidates(vector=[(0, P.floor_vector - 0.01)])
+    pipeline.floor(plan("kubernetes ingress"), words, P, idx)
+    assert words.no_match is None
+    known["share"] = 0.0
+    for c, p in ((Candidates(vector=[(0, 0.0)]), plan("x", signals=[{"signal": "long-scoreboard"}])),
+                 (Candidates(vector=[(0, 0.0)]), plan("x", floor=False))):
+        pipeline.floor(p, c, P, idx)  # an NCU signal is in the domain; the switch turns it off
+        assert c.no_match is None

@@ -3,51 +3,17 @@ server and index. Screenshots go to test-output/web/."""
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
 import yaml
 
-from ..conftest import DATA, REPO
+from ..conftest import DATA
+from .conftest import shot as _shot
 
 pytestmark = pytest.mark.slow
 
-CHROMIUM = Path(os.environ.get("KWIKI_CHROMIUM", "/usr/bin/chromium"))
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync"]
-SHOTS = REPO / "test-output" / "web"
 TAIL_Q = "most SMs sit idle during the last wave of my GEMM"  # a tail-effect symptom that names no pattern
 NCU = DATA / "ncu"
 EXPECTED = yaml.safe_load((NCU / "expected.yaml").read_text())
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not CHROMIUM.exists():
-        if os.environ.get("CI"):  # .ci/run installs it: its absence there is a failure
-            pytest.fail(f"{CHROMIUM} is missing: .ci/run should have installed chromium")
-        pytest.skip(f"{CHROMIUM} is missing: apt-get install -y chromium")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=FLAGS)
-        yield b
-        b.close()
-
-
-@pytest.fixture()
-def page(browser):
-    ctx = browser.new_context(viewport={"width": 1200, "height": 900})
-    pg = ctx.new_page()
-    pg.set_default_timeout(120_000)  # the first search waits for the model on a busy 2-core box
-    yield pg
-    ctx.close()
-
-
-def _shot(pg, name: str) -> None:
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    pg.screenshot(path=str(SHOTS / name), full_page=True)
 
 
 def test_fixes_name_the_pattern_that_lifted_them(page, server, http):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 pytestmark = pytest.mark.slow
@@ -69,7 +71,6 @@ def test_page_view_lists_the_questions_the_page_answers(http):
 
 
 def test_diagnose_page_shows_verdict_timeline_hotspots_and_next_step(http):
-    import importlib.util
     from pathlib import Path
 
     verify = Path(__file__).resolve().parents[2] / "profiling" / "fixtures" / "verify"
@@ -81,8 +82,33 @@ def test_diagnose_page_shows_verdict_timeline_hotspots_and_next_step(http):
     assert 'class="sparkline"' in r.text and "last 33% of the run" in r.text
     assert 'id="hotspots"' in r.text and "tail_effect.cu:130" in r.text
     assert "--import-source yes" in r.text and "--print-source cuda,sass" in r.text  # the timeline is here: source next
-    assert ('class="timeline-chart"' in r.text) == (importlib.util.find_spec("matplotlib") is not None)
+    assert 'class="chart-box timeline-chart"><svg' in r.text and 'class="chart-box launch-chart"><svg' in r.text
     gemm = http.post("/ui/diagnose", files={"file": ("g.raw.csv.gz", (verify / "torch-gemm_bf16.raw.csv.gz").read_bytes())})
     assert 'data-status="speed-of-light"' in gemm.text and "check-clocks" in gemm.text
     model = http.post("/ui/diagnose", files={"file": ("m.raw.csv.gz", (verify / "torch-model.raw.csv.gz").read_bytes())})
     assert 'id="kernel-shares"' in model.text and "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_bias_TNT" in model.text
+
+
+def test_snippet_links_are_http_or_internal_and_html_is_escaped(http):
+    from kwiki.service.web_markdown import render_markdown, render_snippet
+
+    md = ("The [tail](../patterns/tail-effect.md), [docs](https://docs.nvidia.com/cuda/) and [bad](javascript:alert(1)), "
+          "[file](file:///etc/passwd), ![x](data:image/png;base64,AA) <script>alert(1)</script> `a<b`.")
+    html = str(render_snippet(md, ["tail"], resolve=lambda href: "pattern-tail-effect" if href == "../patterns/tail-effect.md" else None))
+    assert re.findall(r'href="([^"]+)"', html) == ["/ui/page/pattern-tail-effect", "https://docs.nvidia.com/cuda/"]
+    assert "<script>" not in html and "&lt;script&gt;" in html and "<code>a&lt;b</code>" in html
+    assert "javascript" not in html and "file:" not in html and "data:" not in html and "](" not in html
+    body = str(render_markdown("[up](#fixes) [x](javascript:alert(1))"))
+    assert 'href="#fixes"' in body and "javascript" not in body
+
+
+def test_a_snippet_is_cut_at_blocks_and_closes_what_it_opens():
+    from kwiki.service.web_markdown import SNIPPET_CHARS, render_snippet
+
+    md = "## Intro\n\nnothing here\n\n- a\n- b\n- the **tail effect** and [a long link text](https://x.example) " + "word " * 200
+    html = str(render_snippet(md, ["tail"]))
+    assert html.startswith("<ul>") and "<li>a</li>" not in html and "Intro" not in html  # from the item that matches
+    assert html.count("<strong>") == html.count("</strong>") and html.count("<a ") == html.count("</a>")
+    assert len(re.sub(r"<[^>]+>", "", html)) <= SNIPPET_CHARS + 10 and html.rstrip().endswith("</ul>")
+    fence = str(render_snippet("```cuda\n" + "int tail = 0;\n" * 100, ["tail"]))  # a chunk cut inside a long fence
+    assert fence.startswith("<pre><code") and fence.rstrip().endswith("</code></pre>") and "```" not in fence
