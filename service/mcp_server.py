@@ -39,7 +39,7 @@ from pydantic import BaseModel, Field, ValidationError
 from kwiki import __version__
 from kwiki.errors import BadInput, BadRequest, KwikiError, NotFound
 from kwiki.index.results import SearchResponse
-from kwiki.ledger import PAGE_TYPE, Benchmark, Candidate, Ledger, attach_diagnosis, candidate_fields, lineage, workspace_dir
+from kwiki.ledger import PAGE_TYPE, Benchmark, Candidate, attach_diagnosis, candidate_fields, lineage
 from kwiki.profiling.compare import Comparison
 from kwiki.profiling.diagnose import DiagnoseResponse
 from kwiki.settings import Settings
@@ -147,13 +147,13 @@ class KwikiMCP(MCPServer):
 
 
 class Backend:
-    """The service core (the same one the HTTP app holds), its index loaded on first use (and retried on each
-    call until an index exists), and the default ledger workspace."""
+    """The service core (the same one the HTTP app holds): its index loaded on first use (and retried on each
+    call until an index exists), and its ledger (``workspace``, else ``$KWIKI_LEDGER_URL``, else the default
+    workspace), the one every ledger tool and a search's ``tried`` tier read."""
 
     def __init__(self, settings: Settings, workspace: Path | None = None) -> None:
         self.settings = settings
-        self.core = Kwiki(settings, lazy=True)
-        self.workspace = workspace
+        self.core = Kwiki(settings, lazy=True, workspace=workspace)
 
     def warm(self) -> None:
         """Open the index and load the model in the background so the first call is quick."""
@@ -164,9 +164,10 @@ class Backend:
                 log.warning("kwiki mcp: %s (%s)", exc.message, exc.hint)
         threading.Thread(target=run, name="kwiki-warm", daemon=True).start()
 
-    def ledger(self, workspace: str | None) -> Ledger:
-        """The workspace a tool names, else the server's (``kwiki mcp --workspace``, ``$KWIKI_LEDGER_DIR``)."""
-        return Ledger(workspace_dir(self.settings, Path(workspace).expanduser() if workspace else self.workspace))
+    def page_ids(self) -> set[str] | None:
+        """The index's page ids, which a candidate's technique and pattern ids must name (None: no index yet)."""
+        self.core.get_or_none()
+        return self.core.page_ids()
 
 
 def respond(model: BaseModel) -> CallToolResult:
@@ -206,8 +207,7 @@ class SignalList(BaseModel):
 
 
 class LedgerSearch(CompactSearch):
-    candidates_indexed: int = Field(default=0, description="Ledger candidates the index holds (what `tried` is searched in)")
-    note: str = ""
+    candidates: int = Field(default=0, description="Candidates in the ledger (what `tried` is searched in)")
 
 
 def signal_list() -> SignalList:
@@ -221,7 +221,6 @@ def signal_list() -> SignalList:
     ])
 
 
-Workspace = Annotated[str | None, Field(description="Ledger workspace folder (default: the server's, $KWIKI_LEDGER_DIR)")]
 CandidateRef = Annotated[str, Field(description="The candidate: task/id (a bare id when only one task has it)", min_length=1)]
 
 
@@ -294,12 +293,11 @@ def build_server(settings: Settings, backend: Backend | None = None) -> MCPServe
         k: Annotated[int, Field(description="Pages per signal", ge=1, le=20)] = 5,
         source: Annotated[str | None, Field(description="With `path`: the same report's `--page source --csv` export, for hotspots")] = None,
         candidate: Annotated[str | None, Field(description="Ledger candidate (task/id) to attach the diagnosis to")] = None,
-        workspace: Workspace = None,
     ) -> Annotated[CallToolResult, CompactDiagnosis]:
         if sum(x is not None for x in (path, metrics, text)) != 1:
             raise ToolProblem("bad_request", "give exactly one of `path`, `metrics` or `text`",
                               "`path` for an export file, `metrics` for a few values, `text` for pasted ncu output")
-        return _guarded(lambda: _diagnose(kw, path, metrics, text, k, source, candidate, workspace))
+        return _guarded(lambda: _diagnose(kw, path, metrics, text, k, source, candidate))
 
     @server.tool(description=(
         "Use after changing a kernel, to verify the change: compares the candidate's Nsight Compute export with "
@@ -313,9 +311,8 @@ def build_server(settings: Settings, backend: Backend | None = None) -> MCPServe
         baseline: Annotated[str, Field(description="The parent's export (before)", min_length=1)],
         kernel: Annotated[str | None, Field(description="Only kernels whose name contains this")] = None,
         candidate: Annotated[str | None, Field(description="Ledger candidate (task/id) to attach the comparison to")] = None,
-        workspace: Workspace = None,
     ) -> Annotated[CallToolResult, CompactComparison]:
-        return _guarded(lambda: _compare(kw, path, baseline, kernel, candidate, workspace))
+        return _guarded(lambda: _compare(kw, path, baseline, kernel, candidate))
 
     @server.tool(description=(
         "Use to see what diagnose can detect: the Nsight Compute signals (tail effect, uncoalesced access, bank "
@@ -341,32 +338,31 @@ def build_server(settings: Settings, backend: Backend | None = None) -> MCPServe
         correctness_detail: Annotated[str, Field(description="How correctness was checked")] = "",
         benchmarks: Annotated[list[Benchmark], Field(description="Measured figures: shape, dtype, gpu, metric, value, baseline, unit")] = [],  # noqa: B006
         author: Annotated[str | None, Field(description="agent:NAME or person:NAME")] = None,
-        workspace: Workspace = None,
     ) -> Annotated[CallToolResult, CompactCandidate]:
         doc: dict[str, Any] = {"task": task, "mechanism": mechanism, "id": id or "c000", "parent": parent, "kernel": kernel,
                                "techniques": techniques, "patterns": patterns, "author": author,
                                "correctness": {"passed": correct, "detail": correctness_detail},
                                "benchmarks": [b.model_dump(exclude_none=True) for b in benchmarks]}
-        return _guarded(lambda: compact_candidate(_ledger_add(kw.ledger(workspace), doc, auto_id=not id)))
+        return _guarded(lambda: compact_candidate(_ledger_add(kw, doc, auto_id=not id)))
 
     @server.tool(description=(
         "Use to read one ledger candidate: its parent, mechanism, techniques, status and reason, correctness, "
         "benchmarks, and the evidence attached (signals, key metrics, the comparison with its parent)."))
-    def ledger_show(candidate: CandidateRef, workspace: Workspace = None) -> Annotated[CallToolResult, CompactCandidate]:
-        return _guarded(lambda: compact_candidate(kw.ledger(workspace).read().get(candidate)))
+    def ledger_show(candidate: CandidateRef) -> Annotated[CallToolResult, CompactCandidate]:
+        return _guarded(lambda: compact_candidate(kw.core.ledger.get(candidate)))
 
     @server.tool(description=(
         "Use to review a task's history: the lineage of its candidates (each row's parent, status, mechanism and "
         "reason; `on_promoted_path` marks the path to every promoted one), for every task or one."))
     def ledger_tree(
-        task: Annotated[str | None, Field(description="Only this task")] = None, workspace: Workspace = None,
+        task: Annotated[str | None, Field(description="Only this task")] = None,
     ) -> Annotated[CallToolResult, CompactTrees]:
-        return _guarded(lambda: _ledger_tree(kw.ledger(workspace), task))
+        return _guarded(lambda: _ledger_tree(kw, task))
 
     @server.tool(description=(
         "Use before trying a fix, to learn what was already tried: the pages that explain the question, then the "
         "ledger candidates on the topic (`tried`: status, mechanism, reason). status='rejected' lists only what "
-        "failed. Searches the candidates the index holds (`candidates_indexed`)."))
+        "failed. A candidate is searchable as soon as it is added."))
     def ledger_search(
         query: Annotated[str, Field(description="The question, symptom or technique", min_length=1)],
         status: Annotated[Literal["candidate", "promoted", "rejected"] | None, Field(description="Only candidates with this status")] = None,
@@ -383,31 +379,29 @@ def build_server(settings: Settings, backend: Backend | None = None) -> MCPServe
         candidate: CandidateRef,
         status: Annotated[Literal["candidate", "promoted", "rejected"], Field(description="promoted, rejected or candidate")],
         reason: Annotated[str, Field(description="Why: the evidence behind the decision", min_length=1, max_length=2000)],
-        workspace: Workspace = None,
     ) -> Annotated[CallToolResult, CompactCandidate]:
-        return _guarded(lambda: compact_candidate(_set_status(kw.ledger(workspace), candidate, status, reason)))
+        return _guarded(lambda: compact_candidate(kw.core.set_status(candidate, status, " ".join(reason.split()))))
 
     return server
 
 
 def _diagnose(kw: Backend, path: str | None, metrics: dict[str, Any] | None, text: str | None, k: int,
-              source: str | None = None, candidate: str | None = None, workspace: str | None = None) -> CompactDiagnosis:
+              source: str | None = None, candidate: str | None = None) -> CompactDiagnosis:
     """Read ``path`` if given, then diagnose with the core, as POST /diagnose and the CLI do; attach to ``candidate``."""
     searcher = kw.core.get_or_none()  # the diagnosis itself needs no index; only the ranked pages do
     limit = kw.settings.max_upload_bytes
     data, filename = _read_export(path, limit) if path is not None else (None, "")
     src = _read_export(source, limit)[0] if source is not None else None
-    led = kw.ledger(workspace) if candidate else None
-    if led is not None and candidate:
-        led.read().get(candidate)  # an unknown candidate fails before the work
+    if candidate:
+        kw.core.ledger.get(candidate)  # an unknown candidate fails before the work
     resp = kw.core.diagnose(data=data, filename=filename, metrics=metrics, text=text, k=k, searcher=searcher, source=src,
                             deadline=time.monotonic() + kw.settings.request_timeout_s)
     assert isinstance(resp, DiagnoseResponse)  # no baseline: a diagnosis, never a comparison
     if searcher is None:
         resp.warnings.append("no index loaded, so no pages are ranked: run `kwiki ingest`")
     out = compact_diagnosis(resp)
-    if led is not None and candidate:
-        out.recorded = attach_diagnosis(led, candidate, resp).key  # the export's name, as `kwiki diagnose --record` does
+    if candidate:
+        out.recorded = attach_diagnosis(kw.core.ledger, candidate, resp).key  # the export's name, as `kwiki diagnose --record` does
     return out
 
 
@@ -424,22 +418,20 @@ def _read_export(path: str, limit: int) -> tuple[bytes, str]:
     return data, file.name
 
 
-def _compare(kw: Backend, path: str, baseline: str, kernel: str | None, candidate: str | None = None,
-             workspace: str | None = None) -> CompactComparison:
+def _compare(kw: Backend, path: str, baseline: str, kernel: str | None, candidate: str | None = None) -> CompactComparison:
     """Read both exports, then diagnose with a baseline through the core: what POST /diagnose and the CLI call."""
     from .diagnosis import attach_comparison
 
     limit = kw.settings.max_upload_bytes
     data, name = _read_export(path, limit)
     base, base_name = _read_export(baseline, limit)
-    led = kw.ledger(workspace) if candidate else None
-    if led is not None and candidate:
-        led.read().get(candidate)
+    if candidate:
+        kw.core.ledger.get(candidate)  # an unknown candidate fails before the work
     resp = kw.core.diagnose(data=data, filename=name, baseline=base, baseline_filename=base_name, kernel=kernel)
     assert isinstance(resp, Comparison)
     out = compact_comparison(resp)
-    if led is not None and candidate:
-        out.recorded = attach_comparison(led, candidate, resp).key
+    if candidate:
+        out.recorded = attach_comparison(kw.core.ledger, candidate, resp).key
     return out
 
 
@@ -478,31 +470,30 @@ def _lookup_metric(kw: Backend, name: str) -> MetricLookup:
                         pages=pages[:METRIC_PAGES])
 
 
-def _ledger_add(led: Ledger, doc: dict[str, Any], auto_id: bool) -> Candidate:
+def _ledger_add(kw: Backend, doc: dict[str, Any], auto_id: bool) -> Candidate:
+    """Through the core (:meth:`Kwiki.add_candidate`: parent and page ids checked, searchable at once); an id
+    already in the task is refused here (the core would write a new version of it)."""
     cand = Candidate.model_validate(doc)
-    if not auto_id and any(c.key == cand.key for c in led.read().candidates):
+    if not auto_id and kw.core.ledger.find(cand.key) is not None:
         raise BadRequest(f"candidate {cand.key} is already in the ledger",
                          hint="give a new id (or none for the next free cNNN); ledger_set_status changes a candidate's status")
-    return led.append(cand, auto_id=auto_id)
+    kw.page_ids()  # open the index (lazily) so the technique and pattern ids are checked against it
+    return kw.core.add_candidate(cand, auto_id=auto_id)
 
 
-def _set_status(led: Ledger, ref: str, status: str, reason: str) -> Candidate:
-    cand = led.read().get(ref)
-    return led.append(cand.model_copy(update={"status": status, "reason": " ".join(reason.split())}), write_benchmarks=False)
-
-
-def _ledger_tree(led: Ledger, task: str | None) -> CompactTrees:
-    read = led.read()
-    cands = [c for c in read.candidates if task is None or c.task == task]
-    if task is not None and not cands:
-        tasks = sorted({c.task for c in read.candidates})
-        raise NotFound(f"no candidates of task '{task[:120]}' in {led.root}",
+def _ledger_tree(kw: Backend, task: str | None) -> CompactTrees:
+    led = kw.core.ledger
+    read = led.read(task=task)
+    if task is not None and not read.candidates:
+        tasks = sorted({c.task for c in led.read().candidates})
+        raise NotFound(f"no candidates of task '{task[:120]}' in the ledger {led.name}",
                        hint=f"tasks there: {', '.join(tasks)}" if tasks else "ledger_add records the first candidate")
-    return compact_trees(lineage(cands), str(led.root), [f"{p.file}:{p.line}: {p.reason}" for p in read.problems])
+    return compact_trees(lineage(read.candidates), led.name, [f"{p.file}:{p.line}: {p.reason}" for p in read.problems])
 
 
 def _ledger_search(kw: Backend, query: str, status: str | None, k: int, experience_k: int) -> LedgerSearch:
-    """The core's tiered search; a candidate that ranked among the pages is listed with the others in ``tried``."""
+    """The core's tiered search (the pages, then the ledger's own text search); a candidate the index also holds
+    as a page (``kwiki ingest --ledger``) that ranked among the pages is listed with the others in ``tried``."""
     tiers = kw.core.tiered_search(SearchRequest(q=query, k=k), experience_k, status)
     resp = SearchResponse.model_validate(tiers["pages"])
     pages = kw.core.get().pages
@@ -510,10 +501,7 @@ def _ledger_search(kw: Backend, query: str, status: str | None, k: int, experien
     among_pages = [h for h in among_pages if h.get("candidate") and (status is None or h.get("status") == status)]
     resp.hits = [h for h in resp.hits if h.type != PAGE_TYPE]
     resp.experience = (among_pages + tiers["experience"]["hits"])[:experience_k]
-    total = int(tiers["experience"]["total_candidates"])
-    note = "" if total else ("the index holds no ledger candidates: `kwiki ingest --ledger WORKSPACE` indexes them "
-                             "(ledger_tree and ledger_show read the workspace itself)")
-    return LedgerSearch(**compact_search(resp).model_dump(), candidates_indexed=total, note=note)
+    return LedgerSearch(**compact_search(resp).model_dump(), candidates=int(tiers["experience"]["total_candidates"]))
 
 
 def serve(settings: Settings, http: bool = False, port: int = 8765, workspace: Path | None = None) -> None:

@@ -1,6 +1,6 @@
 """The whole ledger loop over MCP alone: ``kwiki mcp --workspace WS`` spawned over stdio and driven by the SDK's
-client, against a real index of the corpus that also holds an earlier, rejected attempt (a past ledger ingested
-with ``--ledger``). Search what was tried, add a baseline and a candidate, attach a diagnosis and a comparison,
+client, against a real index of the corpus and a workspace that holds an earlier, rejected attempt. Search what
+was tried, add a baseline and a candidate, attach a diagnosis and a comparison,
 promote one and reject another, read the tree; and every mistake an agent makes on the way is a tool error
 ``{"error", "reason", "hint"}`` that leaves the ledger as it was."""
 
@@ -25,27 +25,21 @@ PAST = {"id": "t00", "task": "gemm", "kernel": "tail_effect_bad", "mechanism": "
 
 
 @pytest.fixture(scope="module")
-def ledger_index(tmp_path_factory, embedder, embed_cache) -> tuple[Path, Path]:
-    """(index, workspace): the corpus and one past attempt of a ledger, really built; the workspace holds it."""
-    from kwiki.index.build import build_index
-    from kwiki.ingest.corpus import corpus_root
-    from kwiki.ledger import Candidate, Ledger, ledger_source
+def ledger_ws(tmp_path_factory) -> Path:
+    """A workspace that holds one past attempt, a rejected one."""
+    from kwiki.ledger import Candidate, Ledger
 
     ws = tmp_path_factory.mktemp("mcp-ledger-ws")
     Ledger(ws).append(Candidate.model_validate(PAST))
-    source, problems = ledger_source([ws])
-    assert not problems
-    index = tmp_path_factory.mktemp("mcp-ledger-index")
-    build_index(index, [corpus_root(REPO / "corpus")], embedder=embedder, cache_dir=embed_cache, page_sources=[source])
-    return index, ws
+    return ws
 
 
 @pytest.fixture(scope="module")
-def loop(ledger_index, tmp_path_factory) -> dict:
+def loop(corpus_index, ledger_ws, tmp_path_factory) -> dict:
     """One session, the calls in the order an agent makes them (its mistakes included)."""
     from mcp import Client, StdioServerParameters
 
-    index, ws = ledger_index
+    index, ws = corpus_index, ledger_ws
     cwd = tmp_path_factory.mktemp("mcp-ledger-cwd")
     params = StdioServerParameters(command=_kwiki(), args=["mcp", "--workspace", str(ws)], env=_env(index), cwd=str(cwd))
     out: dict = {}
@@ -75,9 +69,13 @@ def loop(ledger_index, tmp_path_factory) -> dict:
                                                              "reason": "no faster, 40 more registers"})
             out["tree"] = await call("ledger_tree", {"task": "gemm"})
             out["show"] = await call("ledger_show", {"candidate": cand})
-            out["search_after"] = await call("ledger_search", {"query": "tail effect", "experience_k": 10})
+            out["search_after"] = await call("ledger_search", {"query": "unroll the inner loop", "status": "rejected"})
+            out["search_plain"] = await call("search", {"query": "size the grid to full waves", "k": 3})
             # mistakes, each answered with what to do, none of them written
             out["before_mistakes"] = [await call("ledger_tree", {}), await call("ledger_show", {"candidate": "t01"})]
+            out["e_parent"] = await call("ledger_add", {"task": "gemm", "id": "t04", "parent": "t77", "mechanism": "x"})
+            out["e_technique"] = await call("ledger_add", {"task": "gemm", "id": "t04", "mechanism": "x",
+                                                           "techniques": ["technique-persistant-kernels"]})
             out["e_dup"] = await call("ledger_add", {"task": "gemm", "id": "t01", "mechanism": "again"})
             out["e_badid"] = await call("ledger_add", {"task": "gemm", "id": "no spaces!", "mechanism": "x"})
             out["e_nomech"] = await call("ledger_add", {"task": "gemm"})
@@ -104,10 +102,11 @@ def loop(ledger_index, tmp_path_factory) -> dict:
 
 def test_past_attempts_are_found_before_anything_is_tried(loop):
     doc = _ok(loop["past"])
-    assert doc["candidates_indexed"] == 1
+    assert doc["candidates"] == 1
     assert [t["candidate"] for t in doc["tried"]] == ["gemm/t00"]
     assert doc["tried"][0]["status"] == "rejected" and "partial last wave stayed" in doc["tried"][0]["reason"]
     assert doc["hits"][0]["id"] == "pattern-tail-effect"  # the pages that explain it come first
+    assert not any(h["type"] == "experience" for h in doc["hits"])
 
 
 def test_the_knowledge_steps(loop):
@@ -153,12 +152,17 @@ def test_the_tree_marks_the_promoted_path(loop):
     assert rows["t00"]["status"] == "rejected" and rows["t00"].get("depth", 0) == 0
 
 
-def test_ledger_search_still_answers_after_the_loop(loop):
+def test_a_new_candidate_is_searchable_at_once(loop):
     doc = _ok(loop["search_after"])
-    assert "gemm/t00" in [t["candidate"] for t in doc["tried"]]
+    assert doc["candidates"] == 4 and doc["tried"][0]["candidate"] == "gemm/t03"  # rejected a moment ago
+    assert {t["status"] for t in doc["tried"]} == {"rejected"}
+    plain = _ok(loop["search_plain"])  # a plain search shows the candidates on the topic after the pages
+    assert loop["cand"] in [t["candidate"] for t in plain["tried"]]
 
 
 @pytest.mark.parametrize("name, code, says", [
+    ("e_parent", "unknown_reference", "unknown parent 't77'"),
+    ("e_technique", "unknown_reference", "technique-persistant-kernels"),
     ("e_dup", "bad_request", "already in the ledger"),
     ("e_badid", "bad_request", "invalid candidate"),
     ("e_nomech", "bad_arguments", "mechanism"),
@@ -193,3 +197,4 @@ def test_hints_say_what_to_do(loop):
     assert "launch__waves_per_multiprocessor" in json.loads(_err(loop["e_metric"]))["hint"]  # the nearest spelling
     assert "ledger_add" in json.loads(_err(loop["e_tool"]))["hint"]  # the tools there are
     assert "gemm" in json.loads(_err(loop["e_tree"]))["hint"]  # the tasks there are
+    assert "technique-persistent-kernels" in json.loads(_err(loop["e_technique"]))["hint"]  # the nearest page id

@@ -133,7 +133,7 @@ def test_search_returns_the_tail_effect_page_first_as_get_search_does(stdio_sess
     assert first["sources"] and len(first["snippet"]) <= 320
     # Sources once per response: a hit names them by id, each described once, as GET /search's hits list them.
     assert first["sources"] == [s["id"] for s in api["hits"][0]["sources"][:5]]
-    named = {i for h in doc["hits"] for i in h["sources"]}
+    named = {i for h in doc["hits"] for i in h.get("sources", [])}
     assert named == set(doc["sources"]) and all(v.get("title") for v in doc["sources"].values())
     # Compact: no null anywhere, no indentation, and a fraction of the HTTP document.
     text = stdio_session["search"].content[0].text
