@@ -23,6 +23,10 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 #: The checkout root when kwiki runs from a source tree (editable install).
 REPO_ROOT = Path(__file__).resolve().parent.parent
+#: True in a source checkout (the layout pyproject.toml maps onto ``kwiki.*``); False when installed from the wheel.
+IN_CHECKOUT = (REPO_ROOT / "pyproject.toml").is_file() and (REPO_ROOT / "service" / "cli.py").is_file()
+#: The embedded corpus: ``corpus/`` of the checkout, or its copy that the wheel ships inside the package (package data).
+EMBEDDED_CORPUS = REPO_ROOT / "corpus" if IN_CHECKOUT else Path(__file__).resolve().parent / "corpus"
 #: onnxruntime threads for embedding: the 2-core machines kwiki is measured on (README, Performance).
 EMBED_THREADS = 2
 #: A corpus file larger than this is skipped at ingest and reported: a page is prose, not a data dump.
@@ -40,14 +44,17 @@ PAGES_PER_SIGNAL = 5
 
 
 def _default_index_dir() -> Path:
-    # In a checkout the index lives beside the code (ignored by git); elsewhere in the user's cache.
-    if (REPO_ROOT / "pyproject.toml").exists():
+    # In a checkout the index lives beside the code (ignored by git); installed as a tool (pipx, uv tool), in the
+    # user's data directory: $XDG_DATA_HOME/kwiki/index, ~/.local/share/kwiki/index on Linux (platformdirs).
+    if IN_CHECKOUT:
         return REPO_ROOT / ".kwiki" / "index"
-    return Path.home() / ".cache" / "kwiki" / "index"
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("kwiki", appauthor=False)) / "index"
 
 
 def _default_corpora() -> list[Path]:
-    return [REPO_ROOT / "corpus"]
+    return [EMBEDDED_CORPUS]
 
 
 class Settings(BaseSettings):
@@ -59,6 +66,8 @@ class Settings(BaseSettings):
     corpora: list[Path] = Field(default_factory=_default_corpora, description="Corpus roots to ingest")
     host: str = Field(default="127.0.0.1", description="Address `kwiki serve` binds (loopback: nothing else reaches it)")
     port: int = Field(default=8000, description="Port `kwiki serve` listens on")
+    url: str | None = Field(default=None, description="The kwiki server the CLI asks (`kwiki search --url`); unset: "
+                            "http://HOST:PORT when a server answers there with the local index's build, else in process")
     embed_threads: int = Field(default=EMBED_THREADS, ge=1, description="onnxruntime intra-op threads for embedding")
     model_cache: Path = Field(
         default_factory=lambda: Path.home() / ".cache" / "kwiki" / "models",
