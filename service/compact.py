@@ -100,6 +100,8 @@ class TriedCandidate(BaseModel):
 
 class CompactSearch(BaseModel):
     query: str
+    no_match: bool = Field(default=False, description="No page really matches the query: the hits are only the nearest pages")
+    note: str | None = Field(default=None, description="Why the query has no real match, when it has none")
     hits: list[CompactHit]
     sources: dict[str, SourceInfo] = Field(default_factory=dict, description="Every source the hits name, once")
     tried: list[TriedCandidate] = Field(default_factory=list, description="Ledger candidates on the topic (own tier, after the pages)")
@@ -272,7 +274,7 @@ def compact_search(resp: SearchResponse) -> CompactSearch:
                                fix_of=h.why.fix_of, related_to=h.why.related_to, clause=h.why.clause,
                                sources=[s.id for s in refs]))
     return CompactSearch(
-        query=resp.query, filters=resp.filters, hits=hits, sources=sources,
+        query=resp.query, no_match=resp.no_match, note=resp.note, filters=resp.filters, hits=hits, sources=sources,
         tried=[_tried(e) for e in resp.experience],
         signals=[str(s.get("signal")) for s in resp.signals if s.get("signal")],
         corrections=[str(c) for c in resp.interpreted.corrections],

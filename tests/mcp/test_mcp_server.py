@@ -57,6 +57,7 @@ def stdio_session(corpus_index, tmp_path_factory) -> dict:
             out["diag_none"] = await c.call_tool("diagnose", {})
             out["diag_nofile"] = await c.call_tool("diagnose", {"path": str(cwd / "missing.csv")})
             out["search"] = await c.call_tool("search", {"query": TAIL_Q, "k": 5})
+            out["nonsense"] = await c.call_tool("search", {"query": "purple elephants juggling teacups", "k": 10})
             out["filtered"] = await c.call_tool("search", {"query": "tensor memory", "k": 5, "filters": {"type": ["hardware"]}})
             out["page"] = await c.call_tool("get_page", {"id": "pattern-tail-effect"})
             out["diag_file"] = await c.call_tool("diagnose", {"path": str(NCU / "tail_effect-bad.raw.csv")})
@@ -139,6 +140,12 @@ def test_search_returns_the_tail_effect_page_first_as_get_search_does(stdio_sess
     text = stdio_session["search"].content[0].text
     assert text == json.dumps(doc, ensure_ascii=False, separators=(",", ":")) and not _nulls(doc)
     assert len(text) < len(json.dumps(api)) / 2
+
+
+def test_a_query_nothing_answers_says_so(stdio_session, http):
+    doc = _ok(stdio_session["nonsense"])
+    api = http.get("/search", params={"q": "purple elephants juggling teacups", "k": 10}).json()
+    assert doc["no_match"] is True and doc["note"] == api["note"] and len(doc["hits"]) == len(api["hits"]) < 10
 
 
 def test_search_filters_apply(stdio_session):
