@@ -31,9 +31,14 @@ def load_floor() -> dict[str, Any]:
     return yaml.safe_load(FLOOR_FILE.read_text()) if FLOOR_FILE.exists() else {}
 
 
-def suite_index(suite: str, root: Path, name: str, base: Path, threads: int, embedder: "Embedder"):
+#: Progress of a build stage: (label, done, total), e.g. ("kernelwiki: embed", 120, 4579).
+Stage = Callable[[str, int, int], None]
+
+
+def suite_index(suite: str, root: Path, name: str, base: Path, threads: int, embedder: "Embedder",
+                stage: Stage | None = None):
     """Build the suite's own index with ``embedder``'s model (embeddings come from the shared cache, so this is
-    cheap after the first run); one folder per suite and adapter."""
+    cheap after the first run); one folder per suite and adapter. ``stage`` hears the build's progress."""
     from kwiki.index.build import build_index
     from kwiki.index.search import Searcher
     from kwiki.ingest.corpus import CorpusRoot
@@ -41,17 +46,26 @@ def suite_index(suite: str, root: Path, name: str, base: Path, threads: int, emb
     if not root.is_dir():
         raise BadRequest(f"corpus for suite '{suite}' not found at {root}", hint="pass --kernelwiki PATH")
     folder = base / (f"{suite}+{embedder.adapter}" if embedder.adapter else suite)
-    build_index(folder, [CorpusRoot(name, root)], embedder=embedder, threads=threads, cache_dir=base.parent / "cache")
+    if stage:
+        stage(f"{suite}: index", 0, 1)
+    build_index(folder, [CorpusRoot(name, root)], embedder=embedder, threads=threads, cache_dir=base.parent / "cache",
+                progress=(lambda step, done, total: stage(f"{suite}: {step}", done, total)) if stage else None)
+    if stage:
+        stage(f"{suite}: index", 1, 1)
     return Searcher.open(folder, embedder=embedder, threads=threads)
 
 
 def run_eval(suites: list[str], methods: list[str], index_base: Path, *, threads: int = 2, kernelwiki: Path | None = None,
              out_dir: Path | None = None, readme: bool = False, progress: Callable[[str, int], None] | None = None,
              overrides: dict[str, str] | None = None, adapter: str | None = None,
-             splits: list[str] | None = None) -> dict[str, Any]:
+             splits: list[str] | None = None, stage: Stage | None = None) -> dict[str, Any]:
     """Every method on every suite. ``overrides`` set ranking parameters (``RankingParams``) for the run;
     ``adapter`` names the embedding adapter the suites' indexes are built with (None: the base model); ``splits``
-    keeps only those questions (while developing: ``["dev", "test"]``, so the fresh ones stay unseen)."""
+    keeps only those questions (while developing: ``["dev", "test"]``, so the fresh ones stay unseen).
+
+    Every suite's corpus is checked before any work starts; ``progress`` hears each question, ``stage`` each
+    index build. With ``out_dir``, the run folder is written after every suite, so a run stopped in the second
+    suite keeps the first (its stamp says ``incomplete``: the suites not finished)."""
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         raise BadRequest(f"unknown methods {unknown}", hint=f"one of: {', '.join(METHODS)}")
@@ -66,16 +80,19 @@ def run_eval(suites: list[str], methods: list[str], index_base: Path, *, threads
     embedder = Embedder(threads=threads, adapter=adapter)
     base_embedder: Embedder | None = None
     results: dict[str, Any] = {}
-    for suite in suites:
+    stamp = {"revision": git_revision(REPO), "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+             "methods": methods, "overrides": overrides or {}, "model": embedder.model_id}
+    run_dir = out_dir / stamp["created_at"].replace(":", "") if out_dir is not None else None
+    for n, suite in enumerate(suites, 1):
         name, root = SUITE_ROOTS[suite]
         if suite == "kernelwiki" and kernelwiki:
             root = kernelwiki
         questions = [q for q in load_suite(suite) if not splits or q.split in splits]
-        searcher = suite_index(suite, root, name, index_base, threads, embedder)
+        searcher = suite_index(suite, root, name, index_base, threads, embedder, stage)
         base = None  # the naive fusion always embeds with the published model
         if adapter and "naive-fusion" in methods:
             base_embedder = base_embedder or Embedder(threads=threads)
-            base = suite_index(suite, root, name, index_base, threads, base_embedder)
+            base = suite_index(suite, root, name, index_base, threads, base_embedder, stage)
             if base.manifest.corpus_hash != searcher.manifest.corpus_hash:
                 raise BadRequest(f"the {suite} corpus changed between its two index builds (shipped and base model)",
                                  hint="run the eval again once nothing is writing to the corpus")
@@ -97,11 +114,10 @@ def run_eval(suites: list[str], methods: list[str], index_base: Path, *, threads
                 for q in test if not set(res["runs"][SHIPPED].get(q.id, [])[:3]) & set(q.labels)
             ]
         results[suite] = res
-    stamp = {"revision": git_revision(REPO), "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-             "methods": methods, "overrides": overrides or {}, "model": embedder.model_id}
+        if run_dir is not None and n < len(suites):  # what finished is kept if a later suite fails or is stopped
+            write_run(run_dir, results, stamp | {"incomplete": suites[n:]})
     paths: dict[str, Path] = {}
-    if out_dir is not None:
-        run_dir = out_dir / stamp["created_at"].replace(":", "")
+    if run_dir is not None:
         paths = write_run(run_dir, results, stamp)
         if readme:
             update_readme(EVALS_DIR / "README.md", paths["report"].read_text())

@@ -19,24 +19,33 @@ import re
 import shutil
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
 from kwiki import __version__
-from kwiki.errors import BadRequest, BuildLocked
+from kwiki.errors import BadRequest, BuildLocked, CorpusNotFound, EmptyBuild
 from kwiki.ingest import chunking, corpus
-from kwiki.ingest.corpus import CorpusRoot, IngestResult, chunk_page, read_corpora, shown_path, walk_tree
+from kwiki.ingest.corpus import (
+    LAYOUT_FOLDERS,
+    CorpusRoot,
+    IngestResult,
+    chunk_page,
+    missing_roots,
+    read_corpora,
+    root_problems,
+    shown_path,
+    walk_tree,
+)
 from kwiki.ingest.models import Chunk, IngestReport, Page, PageSource, Problem
 from kwiki.settings import EMBED_THREADS, MAX_PAGE_BYTES
 
 from . import bm25, vectors
 from . import manifest as manifest_mod
-from .manifest import Manifest, read_manifest
+from .manifest import CURRENT, Manifest, current_build, read_manifest
 
-CURRENT = "current"
 BUILDS = "builds"
 KEEP_BUILDS = 3
 
@@ -50,6 +59,8 @@ class BuildResult:
     manifest: Manifest
     report: IngestReport
     unchanged: bool = False  # True when skip_unchanged found nothing to rebuild
+    #: Roots that gave nothing (a folder without the KernelWiki layout), found on every run, unchanged or not.
+    skipped_roots: list[Problem] = field(default_factory=list)
 
 
 def build_fingerprint(max_page_bytes: int, extra: dict[str, str] | None = None, model: str | None = None) -> dict[str, str]:
@@ -141,12 +152,6 @@ class BuildLock:
             fcntl.flock(self.fd, fcntl.LOCK_UN)
             os.close(self.fd)
             self.fd = None
-
-
-def current_build(index_dir: Path) -> Path:
-    """The folder that ``current`` points at (it may not exist yet)."""
-    link = index_dir / CURRENT
-    return (index_dir / os.readlink(link)) if link.is_symlink() else link
 
 
 def corpus_hash(result: IngestResult) -> str:
@@ -247,6 +252,13 @@ def build_index(
     """
     started = time.monotonic()
     index_dir = Path(index_dir)
+    missing = missing_roots(roots)
+    if missing:  # before the lock, the folders, the hash: a typo builds nothing
+        raise CorpusNotFound(
+            f"no corpus folder at {', '.join(str(r.root) for r in missing)}",
+            hint=f"give a folder in the KernelWiki layout ({', '.join(f'{t}/' for t in LAYOUT_FOLDERS)}), e.g. --corpus "
+                 "corpus or a KernelWiki checkout; without --corpus kwiki ingest reads $KWIKI_CORPORA (corpus/)")
+    skipped_roots = root_problems(roots)
     with BuildLock(index_dir):
         (index_dir / BUILDS).mkdir(parents=True, exist_ok=True)
         _collect_garbage(index_dir, keep=current_build(index_dir).name)
@@ -258,12 +270,21 @@ def build_index(
             serving = _serving_manifest(index_dir)
             if serving is not None and serving.source_hash == quick:
                 report = IngestReport.model_validate_json((current_build(index_dir) / "report.json").read_text())
-                return BuildResult(path=current_build(index_dir), manifest=serving, report=report, unchanged=True)
+                return BuildResult(path=current_build(index_dir), manifest=serving, report=report, unchanged=True,
+                                   skipped_roots=skipped_roots)
         result = read_corpora(
             roots, max_page_bytes=max_page_bytes, progress=(lambda d, t: progress("read", d, t)) if progress else None
         )
         for source in page_sources or []:
             add_pages(result, source)
+        if not result.pages:
+            serving = _serving_manifest(index_dir)
+            if serving is not None and serving.counts.get("pages", 0) > 0:  # a build of nothing never replaces one
+                raise EmptyBuild(
+                    f"the build read no page from {', '.join(str(r.root) for r in roots) or 'no corpus'}; the index "
+                    f"served (build {serving.build_id}, {serving.counts['pages']} pages) is kept",
+                    hint="check the --corpus folders" + "".join(
+                        f"; skipped {p.corpus}:{p.path}: {p.reason}" for p in result.report.skipped[:3]))
         pages = {p.key: p for p in result.pages}
         chunks = result.chunks
         stamp = _dt.datetime.now(_dt.timezone.utc)
@@ -314,7 +335,7 @@ def build_index(
         final = index_dir / BUILDS / build_id
         os.rename(tmp, final)
         _switch(index_dir, build_id)
-        return BuildResult(path=final, manifest=manifest, report=result.report)
+        return BuildResult(path=final, manifest=manifest, report=result.report, skipped_roots=skipped_roots)
 
 
 #: Sentence vectors per page (a long curated page has a few hundred); a page with more is reported, the rest left out.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from pydantic import BaseModel, Field
@@ -11,6 +12,8 @@ from kwiki.errors import IndexIncompatible, IndexMissing
 
 SCHEMA_VERSION = 6  # 4: sentence-vector table; 5: pages' questions (BM25 field, vectors); 6: page-level BM25 index
 MANIFEST = "manifest.json"
+#: The link in an index root to the build being served (switched by an atomic rename, ``index.build``).
+CURRENT = "current"
 
 
 class Manifest(BaseModel):
@@ -33,6 +36,12 @@ class Manifest(BaseModel):
 
     def write(self, folder: Path) -> None:
         (folder / MANIFEST).write_text(self.model_dump_json(indent=2) + "\n", encoding="utf-8")
+
+
+def current_build(index_dir: Path) -> Path:
+    """The folder that ``current`` points at (it may not exist yet)."""
+    link = index_dir / CURRENT
+    return (index_dir / os.readlink(link)) if link.is_symlink() else link
 
 
 def read_manifest(folder: Path) -> Manifest:

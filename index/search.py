@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 import json
-import re
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -17,10 +16,11 @@ from typing import Any
 
 import numpy as np
 
-from kwiki.errors import BadRequest, IndexIncompatible, IndexMissing, PageNotFound
+from kwiki.errors import BadRequest, IndexIncompatible, IndexMissing
 from kwiki.ingest.models import Page
 from kwiki.settings import DEFAULT_K, MAX_K, MAX_QUERY_CHARS
 
+from . import pages as pages_mod
 from . import vectors
 from .bm25 import BM25Index, PageIndex
 from .build import current_build
@@ -30,8 +30,6 @@ from .pipeline import STAGES, Candidates, Plan, SearchOptions, model_text
 from .query import AliasTable, Filters, clauses, clean_query, norm_phrase, plan_query
 from .results import Correction, Hit, Interpreted, PageResponse, SearchResponse, SourceRef, Why
 from .snippets import make_snippet, matched_terms
-
-_PAGE_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,200}$")
 
 
 @dataclass
@@ -341,32 +339,11 @@ class Searcher:
 
     # ---------------------------------------------------------------- pages
     def find_page(self, key: str, corpus: str | None = None) -> Page | None:
-        if corpus and f"{corpus}:{key}" in self.pages:
-            return self.pages[f"{corpus}:{key}"]
-        return self.pages.get(key)
+        return pages_mod.find_page(self.pages, key, corpus)
 
     def resolve(self, ids: list[str], corpus: str) -> list[SourceRef]:
-        out = []
-        for sid in ids:
-            p = self.find_page(sid, corpus)
-            if p is not None:
-                out.append(SourceRef(id=p.key, title=p.title, url=p.url, type=p.type, resolved=True))
-            else:
-                out.append(SourceRef(id=sid, url=sid if sid.startswith(("http://", "https://")) else None))
-        return out
+        return pages_mod.resolve(self.pages, ids, corpus)
 
     def page(self, key: str) -> PageResponse:
-        if not _PAGE_KEY.match(key or "") or ".." in key:
-            raise PageNotFound(f"no page '{key[:80]}'", hint="use an id from a search hit, e.g. pattern-tail-effect")
-        page = self.pages.get(key)
-        if page is None:
-            raise PageNotFound(f"no page '{key}'", hint="use an id from a search hit, e.g. pattern-tail-effect")
-        return PageResponse(
-            id=page.key, page_id=page.id, title=page.title, type=page.type, corpus=page.corpus, path=page.path,
-            confidence=page.confidence, reproducibility=page.reproducibility, url=page.url, facets=page.facets,
-            frontmatter=json.loads(json.dumps(page.meta, default=str)), body=page.body, questions=page.questions,
-            sources=self.resolve(page.sources, page.corpus),
-            related=self.resolve(page.related + [t for t in page.candidate_techniques if t not in page.related], page.corpus),
-            artifacts=[self.artifacts[a] for a in page.artifacts if a in self.artifacts],
-            provenance=page.provenance.model_dump(),
-        )
+        """The page ``key`` names: its key or a link to it (:func:`kwiki.index.pages.lookup`)."""
+        return pages_mod.page_response(self.pages, self.artifacts, key)

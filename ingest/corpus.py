@@ -82,6 +82,28 @@ def corpus_root(spec: str | Path) -> CorpusRoot:
     return CorpusRoot(name, path)
 
 
+#: The folders of the KernelWiki layout; a root with none of them holds nothing an ingest reads.
+LAYOUT_FOLDERS = ("sources", "wiki", "artifacts", "data")
+
+
+def missing_roots(roots: list[CorpusRoot]) -> list[CorpusRoot]:
+    """The roots that are not folders: ``kwiki ingest`` refuses them before it reads or builds anything."""
+    return [r for r in roots if not Path(r.root).is_dir()]
+
+
+def root_problems(roots: list[CorpusRoot]) -> list[Problem]:
+    """Why a root gives nothing: not a folder, or a folder with none of :data:`LAYOUT_FOLDERS` (a typo'd or
+    parent folder). Checked on every ingest, so a skipped root is named even when the index is up to date."""
+    out = []
+    for r in roots:
+        if not Path(r.root).is_dir():
+            out.append(Problem(corpus=r.name, path=str(r.root), reason="corpus root is not a folder"))
+        elif not any((Path(r.root) / top).is_dir() for top in LAYOUT_FOLDERS):
+            out.append(Problem(corpus=r.name, path=str(r.root), reason=(
+                f"no {', '.join(f'{t}/' for t in LAYOUT_FOLDERS)} folder: not a KernelWiki-layout corpus; nothing read")))
+    return out
+
+
 def page_type(rel: Path, meta: dict[str, Any]) -> str:
     parts = rel.parts
     if parts[0] == "sources" and len(parts) > 2:
@@ -388,9 +410,9 @@ def read_corpora(
     by_key: dict[str, Page] = {}
     seen_in_corpus: dict[tuple[str, str], str] = {}
     work: list[tuple[CorpusRoot, Path]] = []
+    report.skipped += root_problems(roots)
     for croot in roots:
         if not croot.root.is_dir():
-            report.skipped.append(Problem(corpus=croot.name, path=str(croot.root), reason="corpus root is not a folder"))
             continue
         report.corpora[croot.name] = str(croot.root.resolve())
         vocab[croot.name] = load_vocabulary(croot.root, report, croot.name)

@@ -94,6 +94,24 @@ class BuildDamaged(KwikiError):
     status, code = 409, "build_damaged"
 
 
+class ServerUnreachable(Unavailable):
+    """The server the CLI was told to ask (``--url``, ``KWIKI_URL``) does not answer, or is not a kwiki server."""
+
+    code = "server_unreachable"
+
+
+class CorpusNotFound(BadRequest):
+    """``kwiki ingest --corpus PATH`` names no folder: refused before anything is read or built."""
+
+    code = "corpus_not_found"
+
+
+class EmptyBuild(KwikiError):
+    """A build read no page while the build served has pages: the served one is kept, nothing is switched."""
+
+    status, code = 409, "empty_build"
+
+
 class UnknownReference(BadRequest):
     """A ledger candidate names a parent, technique or pattern id that does not exist; the hint lists the nearest."""
 

@@ -66,6 +66,8 @@ class Settings(BaseSettings):
     corpora: list[Path] = Field(default_factory=_default_corpora, description="Corpus roots to ingest")
     host: str = Field(default="127.0.0.1", description="Address `kwiki serve` binds (loopback: nothing else reaches it)")
     port: int = Field(default=8000, description="Port `kwiki serve` listens on")
+    url: str | None = Field(default=None, description="The kwiki server the CLI asks (`kwiki search --url`); unset: "
+                            "http://HOST:PORT when a server answers there with the local index's build, else in process")
     embed_threads: int = Field(default=EMBED_THREADS, ge=1, description="onnxruntime intra-op threads for embedding")
     model_cache: Path = Field(
         default_factory=lambda: Path.home() / ".cache" / "kwiki" / "models",

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Annotated, Any, TypeVar
 
-from fastapi import FastAPI, Query, Request
+from fastapi import Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, Response
@@ -84,7 +84,26 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             raise RequestTimeout(f"request took longer than {settings.request_timeout_s:.0f} s",
                                hint="narrow the query or retry") from None
 
-    @app.get("/health")
+    known: dict[str, frozenset[str]] = {}
+
+    async def known_query(request: Request) -> None:
+        """Unknown query parameters are a 400 that names the known ones: ``?arch=H100`` on an endpoint that did not
+        know ``arch`` used to be ignored, an unfiltered answer to a filtered question."""
+        if request.method not in ("GET", "HEAD"):
+            return
+        if not known:  # the documented parameters of every GET route, as /docs lists them
+            for path, ops in app.openapi()["paths"].items():
+                if "get" in ops:
+                    known[path] = frozenset(p["name"] for p in ops["get"].get("parameters", []) if p["in"] == "query")
+        names = known.get(getattr(request.scope.get("route"), "path_format", ""))
+        unknown = sorted(set(request.query_params) - names) if names is not None else []
+        if unknown:
+            raise BadRequest(f"unknown query parameter{'s' if len(unknown) > 1 else ''}: {', '.join(unknown)[:200]}",
+                             hint=f"this endpoint takes {', '.join(sorted(names))}" if names else "this endpoint takes no query parameters")
+
+    checked = [Depends(known_query)]
+
+    @app.get("/health", dependencies=checked)
     def health() -> Any:
         """Liveness and the manifest of the index being served."""
         if state.searcher is None:
@@ -94,16 +113,21 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         manifest = state.searcher.manifest.model_dump(exclude={"corpora"})
         return {"status": "ok", "version": __version__, "index": manifest | {"corpora": sorted(state.searcher.manifest.corpora)}}
 
-    @app.get("/search", response_model=SearchResponse)
-    async def search_get(req: Annotated[SearchQuery, Query()]) -> SearchResponse:
+    @app.get("/search", response_model=SearchResponse, dependencies=checked)
+    async def search_get(req: Annotated[SearchQuery, Query()], arch: Annotated[list[str] | None, Query(
+            description="The short form of `architecture` (the CLI's --arch); both may be given")] = None) -> SearchResponse:
+        if arch:
+            req = req.model_copy(update={"architecture": [*req.architecture, *arch]})
         return await call(state.search, req)
 
     @app.post("/search", response_model=SearchResponse)
     async def search_post(req: SearchRequest) -> SearchResponse:
         return await call(state.search, req)
 
-    @app.get("/pages/{page_id:path}", response_model=PageResponse)
+    @app.get("/pages/{page_id:path}", response_model=PageResponse, dependencies=checked)
     async def page(page_id: str) -> PageResponse:
+        """A page by its id, or by a link to its file as page bodies write it (``../techniques/stream-k.md``,
+        ``wiki/techniques/stream-k``); an unknown id is a 404 whose hint names the nearest ids."""
         return state.page(page_id)
 
     @app.post("/admin/reload")
@@ -116,9 +140,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     from kwiki.service import diagnose_api, ledger_api, web
     from kwiki.service.limits import BodySizeLimit, HeadAsGet
 
-    app.include_router(diagnose_api.router)  # POST /diagnose, GET /signals
-    app.include_router(web.router)  # the search page (GET /)
-    app.include_router(ledger_api.router)  # GET|POST /ledger
+    app.include_router(diagnose_api.router, dependencies=checked)  # POST /diagnose, GET /signals
+    app.include_router(web.router)  # the search page (GET /): a form, whatever a browser adds to its URL
+    app.include_router(ledger_api.router, dependencies=checked)  # GET|POST /ledger
 
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_upload_bytes)  # 413 before any endpoint reads a body
     app.add_middleware(HeadAsGet)  # HEAD on every GET route (health checks use it)

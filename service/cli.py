@@ -15,16 +15,17 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 
 from kwiki import __version__
-from kwiki.service.cli_common import load_settings, print_json, reported
+from kwiki.service.cli_common import IndexDir, JsonOut, Local, Url, load_settings, print_json, reported, server_for
 
 if TYPE_CHECKING:
+    from kwiki.index.results import PageResponse, SearchResponse
     from kwiki.ingest.models import PageSource
+    from kwiki.profiling.compare import Comparison
+    from kwiki.profiling.diagnose import DiagnoseResponse
+    from kwiki.service.cli_remote import Server
 
 app = typer.Typer(help="kwiki: ranked, sourced GPU-kernel optimization knowledge.", no_args_is_help=True,
                   pretty_exceptions_enable=False)
-
-IndexDir = Annotated[Optional[Path], typer.Option("--index-dir", help="Index root (default: $KWIKI_INDEX_DIR or .kwiki/index)")]
-JsonOut = Annotated[bool, typer.Option("--json", help="Print JSON (the same document the HTTP API returns)")]
 
 
 def _version(value: bool) -> None:
@@ -51,6 +52,7 @@ def ingest(
 ) -> None:
     """Read corpora and build a new index (switched in atomically when complete)."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from kwiki.index.build import build_index
@@ -74,13 +76,19 @@ def ingest(
                              skip_unchanged=not force, adapter=settings.embed_adapter)
     if json_out:
         print_json({"path": str(result.path), "unchanged": result.unchanged, "manifest": result.manifest.model_dump(),
-                     "report": result.report.model_dump()})
+                     "report": result.report.model_dump(), "skipped_roots": [p.model_dump() for p in result.skipped_roots]})
         return
     if result.unchanged:
+        for p in result.skipped_roots:  # the report is the served build's; a root that gives nothing is named anyway
+            console.print(f"[yellow]skipped root {escape(p.corpus)} ({escape(p.path)}): {p.reason}", highlight=False,
+                          soft_wrap=True)
         console.print(f"index is up to date ({result.manifest.build_id}); nothing changed in the corpus files "
-                      "(`kwiki ingest --force` rebuilds anyway)")
+                      "(`kwiki ingest --force` rebuilds anyway)", soft_wrap=True)
         return
     _print_report(console, result)
+    if not result.report.pages:
+        console.print("[yellow]warning: the index holds no page: search will find nothing (check the --corpus folders)",
+                      soft_wrap=True)
 
 
 def _ledger_source(dirs: list[Path], console: Any) -> list[PageSource]:
@@ -137,16 +145,27 @@ def search(
     corpus: Annotated[Optional[list[str]], typer.Option("--corpus")] = None,
     index_dir: IndexDir = None,
     json_out: JsonOut = False,
+    url: Url = None,
+    local: Local = False,
 ) -> None:
-    """Search the index (the same code path as GET /search)."""
-    from kwiki.service.core import Kwiki, SearchRequest
+    """Search the index (the same code path as GET /search; a running server answers when there is one)."""
+    from kwiki.index.results import SearchResponse
+    from kwiki.service.cli_remote import answer
 
+    body = {"q": query, "k": k, "type": type or [], "tag": tag or [], "architecture": architecture or [],
+            "language": language or [], "confidence": confidence or [], "corpus": corpus or []}
     with reported():
-        kw = Kwiki(load_settings(index_dir=index_dir))
-        kw.load()
-        req = SearchRequest(q=query, k=k, type=type or [], tag=tag or [], architecture=architecture or [],
-                            language=language or [], confidence=confidence or [], corpus=corpus or [])
-        resp = kw.search(req)
+        settings = load_settings(index_dir=index_dir)
+
+        def in_process() -> SearchResponse:
+            from kwiki.service.core import Kwiki, SearchRequest
+
+            kw = Kwiki(settings)
+            kw.load()
+            return kw.search(SearchRequest.model_validate(body))
+
+        resp = answer(server_for(settings, url, local),
+                      lambda server: SearchResponse.model_validate(server.post("/search", body)), in_process)
     if json_out:
         print_json(resp)
         return
@@ -186,17 +205,30 @@ def search(
 
 @app.command()
 def page(
-    page_id: Annotated[str, typer.Argument(help="A page id from a search hit, e.g. pattern-tail-effect")],
+    page_id: Annotated[str, typer.Argument(help="A page id from a search hit (pattern-tail-effect), or a link to the "
+                                            "page's file as page bodies write it (../techniques/stream-k.md)")],
     index_dir: IndexDir = None,
     json_out: JsonOut = False,
+    url: Url = None,
+    local: Local = False,
 ) -> None:
-    """Show a page with its sources and artifacts (the same as GET /pages/{id})."""
-    from kwiki.index.search import Searcher
-    from kwiki.service.core import page_view
+    """Show a page with its sources and artifacts (the same as GET /pages/{id}; a running server answers when there is
+    one). In process only the build's pages are read: no model, no vectors."""
+    from kwiki.index.results import PageResponse
+    from kwiki.service.cli_remote import answer, page_path
 
-    settings = load_settings(index_dir=index_dir)
     with reported():
-        resp = page_view(Searcher.open(settings.index_dir), page_id)  # no query: the model is never loaded
+        settings = load_settings(index_dir=index_dir)
+
+        def in_process() -> PageResponse:
+            from kwiki.index.pages import PageStore
+            from kwiki.ledger import open_ledger
+            from kwiki.service.core import page_view
+
+            return page_view(PageStore.open(settings.index_dir), page_id, open_ledger(settings))
+
+        resp = answer(server_for(settings, url, local),
+                      lambda server: PageResponse.model_validate(server.get(page_path(page_id))), in_process)
     if json_out:
         print_json(resp)
         return
@@ -273,19 +305,33 @@ def eval_(
     suites = ["corpus", "kernelwiki"] if suite == "all" else [suite]
     chosen = [m.strip() for m in methods.split(",") if m.strip()] or list(METHODS)
     console = Console(stderr=True)
-    with reported(), Progress(console=console, disable=json_out or not console.is_terminal) as bar:
+    plain = not console.is_terminal  # an agent's shell or a log: a line per quarter of each step instead of a bar
+    with reported(), Progress(console=console, disable=json_out or plain) as bar:
         tasks: dict[str, Any] = {}
+        said: dict[str, int] = {}
+        asked: dict[str, int] = {}
+
+        def show(label: str, done: int, total: int) -> None:
+            if plain:
+                quarter = 4 * done // max(total, 1)
+                if said.get(label, -1) < quarter:
+                    said[label] = quarter
+                    console.print(f"eval {label}: {done}/{total}", markup=False, highlight=False)
+                return
+            if label not in tasks:
+                tasks[label] = bar.add_task(f"eval {label}", total=total)
+            bar.update(tasks[label], completed=done, total=total)
 
         def tick(name: str, total: int) -> None:
-            if name not in tasks:
-                tasks[name] = bar.add_task(f"eval {name}", total=total)
-            bar.advance(tasks[name])
+            asked[name] = asked.get(name, 0) + 1
+            show(f"{name}: questions", asked[name], total)
 
         chosen_adapter = settings.embed_adapter if adapter is None else (None if adapter == "none" else adapter)
         result = command.run_eval(suites, chosen, settings.index_dir.parent / "eval", threads=settings.embed_threads,
                                   kernelwiki=kernelwiki, out_dir=out, readme=update_readme, progress=tick,
                                   overrides=parse_overrides(set_ or []), adapter=chosen_adapter,
-                                  splits=[s.strip() for s in splits.split(",") if s.strip()] or None)
+                                  splits=[s.strip() for s in splits.split(",") if s.strip()] or None,
+                                  stage=show)
     failures = command.gate(result) if gate else []
     if json_out:
         print_json({"stamp": result["stamp"], "paths": result["paths"], "gate_failures": failures,
@@ -345,13 +391,16 @@ def diagnose(
     candidate: Annotated[Optional[str], typer.Option("--candidate", help="With --baseline: attach the comparison to this ledger candidate")] = None,
     workspace: Annotated[Optional[Path], typer.Option("--workspace", help="Ledger workspace for --record / --candidate")] = None,
     json_out: JsonOut = False,
+    url: Url = None,
+    local: Local = False,
 ) -> None:
     """Diagnose an Nsight Compute export: verdict, fired signals, evidence, the next ncu command and the pages that fix
-    them (same as POST /diagnose). With --baseline, compare it with the parent's export."""
-    from kwiki.errors import BadInput, KwikiError
+    them (same as POST /diagnose; a running server answers when there is one). With --baseline, compare it with the
+    parent's export."""
+    from kwiki.errors import BadInput
     from kwiki.profiling.compare import Comparison
     from kwiki.service.cli_profile import print_comparison, print_diagnosis
-    from kwiki.service.core import Kwiki
+    from kwiki.service.cli_remote import answer
 
     settings = load_settings(index_dir=index_dir)
     limit = settings.max_upload_bytes  # the same bound as an upload: /dev/zero is not read for ever
@@ -370,13 +419,31 @@ def diagnose(
     with reported():
         if candidate and base is None:
             raise BadInput("--candidate attaches a comparison: it needs --baseline", hint="use --record to attach a single diagnosis")
-        kw = Kwiki(settings)
-        try:
-            kw.load()
-        except KwikiError as exc:
-            typer.echo(f"note: {exc.message}; diagnosing without ranked pages ({exc.hint})", err=True)
-        resp = kw.diagnose(data=data, filename=path.name, k=k, baseline=base,
-                           baseline_filename=baseline.name if baseline else "", kernel=kernel, source=src)
+
+        def in_process() -> DiagnoseResponse | Comparison:
+            from kwiki.errors import KwikiError
+            from kwiki.service.core import Kwiki
+
+            kw = Kwiki(settings)
+            try:
+                kw.load()
+            except KwikiError as exc:
+                typer.echo(f"note: {exc.message}; diagnosing without ranked pages ({exc.hint})", err=True)
+            return kw.diagnose(data=data, filename=path.name, k=k, baseline=base,
+                               baseline_filename=baseline.name if baseline else "", kernel=kernel, source=src)
+
+        def remote(server: Server) -> DiagnoseResponse | Comparison:
+            from kwiki.profiling.diagnose import DiagnoseResponse
+
+            files = {"file": (path.name, data)}
+            if base is not None and baseline is not None:
+                files["baseline"] = (baseline.name, base)
+            if src is not None and source is not None:
+                files["source"] = (source.name, src)
+            doc = server.upload("/diagnose", files, {"kernel": kernel} if kernel else {}, {"k": k})
+            return Comparison.model_validate(doc) if "before" in doc and "verdict" in doc else DiagnoseResponse.model_validate(doc)
+
+        resp = answer(server_for(settings, url, local), remote, in_process)
         if isinstance(resp, Comparison):
             if candidate:
                 from kwiki.service.cli_ledger import record_comparison
@@ -406,11 +473,17 @@ def diagnose(
 
 
 @app.command()
-def signals(json_out: JsonOut = False) -> None:
+def signals(json_out: JsonOut = False, url: Url = None, local: Local = False) -> None:
     """List the NCU signals kwiki evaluates and its metric catalog (same as GET /signals)."""
-    from kwiki.service.core import signals_doc
+    from kwiki.service.cli_remote import answer
 
-    doc = signals_doc()
+    def in_process() -> dict[str, Any]:
+        from kwiki.service.core import signals_doc
+
+        return signals_doc()
+
+    with reported():
+        doc: dict[str, Any] = answer(server_for(load_settings(), url, local), lambda server: server.get("/signals"), in_process)
     if json_out:
         print_json(doc)
         return

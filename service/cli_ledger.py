@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from kwiki.service.cli_common import load_settings, print_json, reported
+from kwiki.service.cli_common import Local, Url, load_settings, print_json, reported, server_for
 
 if TYPE_CHECKING:
     from kwiki.ledger import Candidate, Ledger
@@ -230,14 +230,27 @@ def search(
     index_dir: Annotated[Optional[Path], typer.Option("--index-dir", help="Index root (default: $KWIKI_INDEX_DIR or .kwiki/index)")] = None,
     workspace: Workspace = None,
     json_out: JsonOut = False,
+    url: Url = None,
+    local: Local = False,
 ) -> None:
-    """The pages that explain the question, then the candidates that tried a fix, with their outcome."""
-    from kwiki.service.core import Kwiki, SearchRequest
+    """The pages that explain the question, then the candidates that tried a fix, with their outcome (the same as
+    GET /ledger/search; a running server answers when there is one)."""
+    from kwiki.service.cli_remote import answer
 
     with reported():
-        kw = Kwiki(load_settings(index_dir=index_dir), workspace=workspace)
-        kw.load()
-        tiers = kw.tiered_search(SearchRequest(q=query, k=k), experience_k, status)
+        settings = load_settings(index_dir=index_dir)
+        local = local or workspace is not None  # a workspace named here is not the server's ledger
+
+        def in_process() -> dict[str, Any]:
+            from kwiki.service.core import Kwiki, SearchRequest
+
+            kw = Kwiki(settings, workspace=workspace)
+            kw.load()
+            return kw.tiered_search(SearchRequest(q=query, k=k), experience_k, status)
+
+        params = {"q": query, "k": k, "experience_k": experience_k} | ({"status": status} if status else {})
+        tiers: dict[str, Any] = answer(server_for(settings, url, local),
+                                       lambda server: server.get("/ledger/search", params), in_process)
     if json_out:
         print_json(tiers)
         return

@@ -15,15 +15,12 @@ import json
 import logging
 import threading
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from pydantic import BaseModel, Field, ValidationError
 
 from kwiki.errors import BadRequest, BuildDamaged, IndexMissing, KwikiError
-from kwiki.index.query import clean_query
 from kwiki.index.results import PageResponse, SearchResponse
-from kwiki.index.search import Searcher
-from kwiki.index.vectors import Embedder
 from kwiki.ledger import (
     CORPUS,
     PAGE_TYPE,
@@ -39,11 +36,16 @@ from kwiki.ledger import (
     open_ledger,
     validation_reason,
 )
-from kwiki.profiling.compare import Comparison
-from kwiki.profiling.diagnose import DiagnoseResponse
 from kwiki.settings import DEFAULT_K, PAGES_PER_SIGNAL, Settings
 
-from .diagnosis import SignalPages, diagnose_request
+if TYPE_CHECKING:  # imported where used: `kwiki page` and `kwiki signals` never load the search engine or the model
+    from kwiki.index.pages import PageStore
+    from kwiki.index.search import Searcher
+    from kwiki.index.vectors import Embedder
+    from kwiki.profiling.compare import Comparison
+    from kwiki.profiling.diagnose import DiagnoseResponse
+
+    from .diagnosis import SignalPages
 
 log = logging.getLogger("kwiki")
 #: Candidates shown in the experience tier of a search (``/search``'s ``experience``, ``/ledger/search``).
@@ -113,6 +115,8 @@ def run_search(searcher: Searcher, req: SearchRequest, settings: Settings, ledge
         if not 1 <= int(req.k) <= settings.max_k:
             raise BadRequest(f"k={req.k} is out of range", hint=f"1 <= k <= {settings.max_k}")
         searcher.normalize_filters(dict(filters))  # unknown values are still a 400
+        from kwiki.index.query import clean_query
+
         resp = SearchResponse(query=clean_query(req.q, settings.max_query_chars), k=req.k, filters=req.filters(), hits=[])
     else:
         resp = searcher.search(req.q, k=req.k, filters=filters, max_chars=settings.max_query_chars, max_k=settings.max_k)
@@ -153,8 +157,9 @@ def _tier_filter(searcher: Searcher, req: SearchRequest) -> Callable[[Candidate]
     return keep
 
 
-def page_view(searcher: Searcher, key: str, ledger: Ledger | None = None) -> PageResponse:
-    """``GET /pages/{id}``: the page, and with a ledger that holds candidates, how those that applied it fared."""
+def page_view(searcher: Searcher | PageStore, key: str, ledger: Ledger | None = None) -> PageResponse:
+    """``GET /pages/{id}``: the page (by its id or a link to it), and with a ledger that holds candidates, how those
+    that applied it fared. A :class:`~kwiki.index.pages.PageStore` will do: no vectors, no model."""
     resp = searcher.page(key)
     if ledger is not None and resp.type != PAGE_TYPE:
         page = searcher.pages[resp.id]
@@ -287,6 +292,10 @@ class Kwiki:
         self.signal_pages: SignalPages | None = None
 
     def load(self) -> None:
+        from kwiki.index.search import Searcher
+
+        from .diagnosis import SignalPages
+
         try:
             try:
                 new = Searcher.open(self.settings.index_dir, embedder=self.embedder, threads=self.settings.embed_threads)
@@ -361,6 +370,8 @@ class Kwiki:
                  source: bytes | None = None, deadline: float | None = None) -> DiagnoseResponse | Comparison:
         """Diagnose one export, metrics object or text (or compare an export with its ``baseline``); pages come
         from the open index when there is one (:func:`kwiki.service.diagnosis.diagnose_request`)."""
+        from .diagnosis import diagnose_request
+
         searcher = searcher or self.get_or_none()
         return diagnose_request(data=data, filename=filename, metrics=metrics, text=text, searcher=searcher, k=k,
                                 max_bytes=self.settings.max_upload_bytes,

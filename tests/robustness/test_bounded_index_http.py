@@ -110,7 +110,16 @@ def test_reload_of_a_damaged_build_is_409_and_the_old_build_serves(built, served
 
 
 def test_ledger_search_past_its_deadline_is_503_not_500(built):
+    """A tiered search that has not finished by the deadline (blocked, not raced against a tiny timeout)."""
+    from .test_http_limits import BlockedCall
+
     _, index = built
-    with Served(Settings(index_dir=index, request_timeout_s=0.0001, ledger_dir=index.parent / "ledger")) as srv:
-        r = httpx.get(f"{srv.url}/ledger/search", params={"q": "tail effect in the last wave"}, timeout=60)
+    with Served(Settings(index_dir=index, request_timeout_s=0.5, ledger_dir=index.parent / "ledger")) as srv:
+        blocked = BlockedCall()
+        srv.server.config.app.state.kwiki.tiered_search = blocked
+        try:
+            r = httpx.get(f"{srv.url}/ledger/search", params={"q": "tail effect in the last wave"}, timeout=60)
+        finally:
+            blocked.release.set()
+        assert blocked.entered.is_set()
         assert r.status_code == 503 and r.json()["error"]["code"] == "timeout", r.text

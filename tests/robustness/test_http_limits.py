@@ -3,6 +3,8 @@ and /pages/{id} never reads outside the index."""
 
 from __future__ import annotations
 
+import threading
+
 import httpx
 import pytest
 
@@ -68,15 +70,38 @@ def test_post_search_validation_is_400_json(client):
     _error(client.post("/search", content=b"{not json", headers={"content-type": "application/json"}), 400, "bad_request")
 
 
+class BlockedCall:
+    """An operation of the service core that does not finish until released: a search slower than any deadline,
+    whatever the machine's load (a 0.0001 s deadline against a real search raced it, and lost on an idle box)."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def __call__(self, *args: object, **kwargs: object) -> None:
+        self.entered.set()
+        self.release.wait(600)  # released after the answer was checked: what it returns then goes nowhere
+
+
 def test_request_time_limit(mini_index):
+    """The deadline answers 503 ``timeout`` for a search that has not finished, and the server lives on."""
     from kwiki.service.app import create_app
     from kwiki.settings import Settings
 
-    with ServerThread(create_app(Settings(index_dir=mini_index, request_timeout_s=0.0001))) as srv:
-        r = httpx.get(f"{srv.url}/search", params={"q": "only a few SMs are busy at the end"}, timeout=60)
-        err = _error(r, 503, "timeout")
-        assert "longer than" in err["message"] and err["hint"]
-        assert httpx.get(f"{srv.url}/health", timeout=60).status_code == 200  # the server lives on
+    app = create_app(Settings(index_dir=mini_index, request_timeout_s=1.0))
+    with ServerThread(app) as srv:
+        blocked = BlockedCall()
+        app.state.kwiki.search = blocked  # the seam: every surface calls the core's Kwiki.search
+        try:
+            r = httpx.get(f"{srv.url}/search", params={"q": "only a few SMs are busy at the end"}, timeout=60)
+            assert blocked.entered.is_set()
+            err = _error(r, 503, "timeout")
+            assert "longer than" in err["message"] and err["hint"]
+            assert httpx.get(f"{srv.url}/health", timeout=60).status_code == 200  # the server lives on
+        finally:
+            blocked.release.set()
+        del app.state.kwiki.search  # the real search again
+        assert httpx.get(f"{srv.url}/search", params={"q": "tail"}, timeout=60).status_code == 200
 
 
 def test_declared_body_over_the_limit_is_413(client):

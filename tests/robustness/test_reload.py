@@ -69,8 +69,19 @@ def test_queries_never_fail_across_rebuilds_and_reloads(tmp_path, embedder, embe
         threads = [threading.Thread(target=client_loop, args=(n, srv.url)) for n in range(4)]
         for t in threads:
             t.start()
+        def answered_by(build: str, after: float, n: int = 6) -> None:
+            """Wait until ``n`` requests sent after ``after`` were answered by ``build`` (not a fixed sleep: on a
+            loaded machine a second may pass without one answer)."""
+            deadline = time.monotonic() + 120
+            while True:
+                with lock:
+                    got = sum(1 for sent, _, b in seen if b == build and sent > after)
+                if got >= n or failures or time.monotonic() > deadline:
+                    return
+                time.sleep(0.02)
+
         try:
-            time.sleep(1.0)
+            answered_by(builds[0], after=0.0)
             for round_ in range(3):
                 # each rebuild changes the corpus, so the new build answers differently
                 (corpus / "wiki" / "patterns" / f"added-{round_}.md").write_text(
@@ -80,7 +91,7 @@ def test_queries_never_fail_across_rebuilds_and_reloads(tmp_path, embedder, embe
                 r = httpx.post(f"{srv.url}/admin/reload", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=120)
                 assert r.status_code == 200 and r.json()["index"]["build_id"] == built.manifest.build_id
                 reloaded_at.append(time.monotonic())
-                time.sleep(1.0)
+                answered_by(built.manifest.build_id, after=reloaded_at[-1])
         finally:
             stop.set()
             for t in threads:
