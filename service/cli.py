@@ -454,7 +454,7 @@ def diagnose(
 
             record_diagnosis(record, resp, workspace, settings)
     if plot is not None:
-        from kwiki.service.charts import write_timeline_png
+        from kwiki.profiling.charts import write_timeline_png
 
         launches = resp.after_diagnosis.launches if isinstance(resp, Comparison) and resp.after_diagnosis else getattr(resp, "launches", [])
         timeline = next((d.timeline for d in launches if d.timeline is not None), None)

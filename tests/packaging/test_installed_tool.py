@@ -34,8 +34,12 @@ def tool(tmp_path_factory, corpus_index, embed_cache):
     from kwiki.settings import Settings
 
     root = tmp_path_factory.mktemp("tool")
+    # Built from a copy: setuptools writes build/ and *.egg-info beside the sources, and reuses a stale build/lib.
+    src = root / "src"
+    shutil.copytree(REPO, src, ignore=shutil.ignore_patterns(".git", ".venv", ".kwiki", "build", "dist", "*.egg-info", "__pycache__",
+                                                             "test-output", "tests", "benchmarks", ".hypothesis"))
     wheels = root / "wheels"
-    built = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels), str(REPO)],
+    built = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels), str(src)],
                  cwd=root, env=dict(os.environ))
     assert built.returncode == 0, built.stderr[-3000:]
     (wheel,) = wheels.glob("kwiki-*.whl")
