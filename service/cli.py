@@ -351,13 +351,14 @@ def eval_(
 
 @app.command()
 def validate(
-    corpus: Annotated[Path, typer.Option("--corpus", "-c", help="Corpus root to check")] = Path("corpus"),
+    corpus: Annotated[Optional[Path], typer.Option("--corpus", "-c", help="Corpus root to check (default: the embedded corpus)")] = None,
     json_out: JsonOut = False,
 ) -> None:
     """Check a corpus: schema, vocabulary, ids, links, the 'verified' rule, code blocks, artifacts."""
     from kwiki.ingest.validate import validate_corpus
+    from kwiki.settings import EMBEDDED_CORPUS
 
-    problems = validate_corpus(corpus)
+    problems = validate_corpus(corpus or EMBEDDED_CORPUS)  # the package's own copy when installed as a tool
     errors = [p for p in problems if p.level == "error"]
     if json_out:
         print_json([p.__dict__ for p in problems])

@@ -96,6 +96,17 @@ def test_page_and_search_from_another_directory(tool):
     assert list(elsewhere.iterdir()) == []  # nothing written to the working directory
 
 
+def test_validate_checks_the_packaged_corpus_from_anywhere(tool):
+    bin_dir, env, elsewhere, _ = tool
+    out = _run(["kwiki", "validate", "--json"], elsewhere, env)
+    problems = json.loads(out.stdout)
+    # the same verdict as on the checkout's corpus/ (it was `corpus` relative to the working directory: not found)
+    from kwiki.ingest.validate import validate_corpus
+
+    assert not any("not a folder" in json.dumps(p) for p in problems)
+    assert len(problems) == len(validate_corpus(REPO / "corpus")) and out.returncode in (0, 1)
+
+
 def test_index_dir_setting_wins(tool, corpus_index):
     bin_dir, env, elsewhere, _ = tool
     out = _run(["kwiki", "page", "pattern-tail-effect", "--json"], elsewhere, env | {"KWIKI_INDEX_DIR": str(corpus_index)})
