@@ -6,6 +6,7 @@ GET /search latency p50/p95 at k=10 against a warm server, server resident memor
 search by lancedb scan vs in-memory exact dot product.
 
     python benchmarks/search_latency.py [--kernelwiki ../shared/kernelwiki-snapshot] [--queries 300]
+    python benchmarks/search_latency.py --index-dir .kwiki/index     # GET /search only, on a built index
 
 Not a test: figures depend on the machine. Run it on an otherwise idle machine.
 """
@@ -85,13 +86,24 @@ def main() -> None:
     ap.add_argument("--kernelwiki", type=Path, default=REPO.parent / "shared" / "kernelwiki-snapshot")
     ap.add_argument("--queries", type=int, default=300)
     ap.add_argument("--port", type=int, default=8765)
+    ap.add_argument("--index-dir", type=Path, default=None,
+                    help="serve this built index and measure only GET /search (no ingest timings)")
     args = ap.parse_args()
     corpora = [REPO / "corpus"] + ([args.kernelwiki] if args.kernelwiki.is_dir() else [])
     work = Path(tempfile.mkdtemp(prefix="kwiki-bench-"))
-    index_dir = work / "index"
-    report: dict = {"corpora": [str(c) for c in corpora]}
+    index_dir = args.index_dir or work / "index"
+    report: dict = {"corpora": [str(c) for c in corpora], "load_average_at_start": os.getloadavg()[0]}
     # Cold means cold: an empty embedding cache and no ONNX export of the model yet (made on first use, ~8 s).
-    env = {**os.environ, "KWIKI_INDEX_DIR": str(index_dir), "HF_HUB_OFFLINE": "1", "KWIKI_MODEL_CACHE": str(work / "models")}
+    env = {**os.environ, "KWIKI_INDEX_DIR": str(index_dir), "HF_HUB_OFFLINE": "1"}
+    if args.index_dir is None:
+        env["KWIKI_MODEL_CACHE"] = str(work / "models")
+        measure_ingest(report, work, index_dir, corpora, env)
+    serve_and_measure(report, env, args)
+    json.dump(report, sys.stdout, indent=2)
+    print()
+
+
+def measure_ingest(report: dict, work: Path, index_dir: Path, corpora: list[Path], env: dict[str, str]) -> None:
     if len(corpora) > 1:  # the issue's target: the snapshot alone, from cold
         cold, doc = ingest(work / "snapshot-index", corpora[1:], {**env, "KWIKI_MODEL_CACHE": str(work / "models-snapshot")})
         report["cold_ingest_snapshot_s"] = round(cold, 1)
@@ -107,6 +119,8 @@ def main() -> None:
     report["rebuild_embedded"] = doc["manifest"]["embedded"]
     report["vector_search"] = vector_compare(index_dir)
 
+
+def serve_and_measure(report: dict, env: dict[str, str], args: argparse.Namespace) -> None:
     server = subprocess.Popen(["kwiki", "serve", "--port", str(args.port)], env=env, stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL, start_new_session=True)
     try:
@@ -140,8 +154,6 @@ def main() -> None:
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=30)
-    json.dump(report, sys.stdout, indent=2)
-    print()
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ _PAGE_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,200}$")
 MAX_LINK_CHARS = 1000
 #: How many near keys an unknown key's hint names, and how alike (rapidfuzz WRatio, 0-100) each must be.
 HINTS = 3
-HINT_MIN_SCORE = 60
+HINT_MIN_SCORE = 70  # 60 let "nope-x" suggest three unrelated pages; a one-letter typo of an id scores 95+
 DEFAULT_HINT = "use an id from a search hit, e.g. pattern-tail-effect"
 
 
@@ -56,7 +56,9 @@ def _parts(text: str) -> list[str] | None:
 def lookup(paths: Mapping[str, str], key: str) -> str | None:
     """The key of the page ``key`` names: a key of ``paths`` (key -> the page's path in its corpus), or a link to
     the page's file whose parts end like the path's (or the path ends like the link: a path in a checkout). The
-    longest match wins, then a key of the first corpus (no ``corpus:`` prefix), then the smaller key."""
+    longest match wins; the same file in two corpora is the first corpus' page (no ``corpus:`` prefix); two files
+    that match alike (``stream-k`` for ``techniques/stream-k.md`` and ``papers/stream-k.md``) are no answer, and the
+    error's hint names both."""
     if key in paths:
         return key
     if len(key) > MAX_LINK_CHARS:
@@ -64,16 +66,20 @@ def lookup(paths: Mapping[str, str], key: str) -> str | None:
     link = _parts(key)
     if link is None:
         return None
-    best: tuple[int, bool, str] | None = None
+    longest = 0
+    found: dict[str, list[str]] = {}  # path -> the keys of the pages with that path
     for page_key, path in paths.items():
         own = path.removesuffix(".md").split("/")
         n = min(len(own), len(link))
-        if own[-n:] != link[-n:]:
+        if own[-n:] != link[-n:] or n < longest:
             continue
-        rank = (-n, ":" in page_key, page_key)
-        if best is None or rank < best:
-            best = rank
-    return best[2] if best else None
+        if n > longest:
+            longest, found = n, {}
+        found.setdefault(path, []).append(page_key)
+    if len(found) != 1:
+        return None
+    (keys,) = found.values()
+    return min(keys, key=lambda k: (":" in k, k))
 
 
 def nearest(paths: Mapping[str, str], key: str, limit: int = HINTS) -> list[str]:

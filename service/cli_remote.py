@@ -14,7 +14,11 @@ one answers (README, "The CLI and a running server"):
   stderr, with the fix (``POST /admin/reload``, or ``--url`` to ask it anyway). So the answer is always the one the
   local index gives, only faster.
 
-This module imports httpx and nothing of the search engine: the client path loads no model, no index, no FastAPI.
+This module imports nothing of the search engine: the client path loads no model, no index, no FastAPI. Its
+requests go through the standard library's ``http.client``: on this project's 2-core machine importing httpx took
+a third of a client command's time (it loads its own command line's click, rich and pygments), and http.client
+nothing measurable (``benchmarks/cli_latency.py``). httpx encodes the one multipart request, ``kwiki diagnose``'s
+upload, where the export's size dwarfs an import.
 
     >>> server = find_server(load_settings(), url=None, local=False)      # doctest: +SKIP
     >>> server.post("/search", {"q": "tail effect", "k": 3})["hits"][0]["id"] if server else None   # doctest: +SKIP
@@ -22,11 +26,10 @@ This module imports httpx and nothing of the search engine: the client path load
 
 from __future__ import annotations
 
+import http.client
 import json
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
-from urllib.parse import quote, urlsplit
-
-import httpx
+from urllib.parse import SplitResult, quote, urlencode, urlsplit
 
 from kwiki import __version__
 from kwiki.errors import KwikiError, ServerUnreachable
@@ -41,7 +44,9 @@ T = TypeVar("T")
 #: runs two searches), plus :data:`READ_MARGIN_S` for the transfer.
 CONNECT_TIMEOUT_S = 0.25
 READ_MARGIN_S = 5.0
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
+#: ``/health`` is answered on the server's event loop, in milliseconds even while searches queue: a port that
+#: accepts and then says nothing for this long is not a kwiki server to wait for.
+HEALTH_TIMEOUT_S = 5.0
 #: A server bound to every address is reached on loopback.
 ANY_ADDRESS = ("0.0.0.0", "::", "")
 
@@ -77,19 +82,23 @@ def _error_classes() -> dict[str, type[KwikiError]]:
     return found
 
 
-def error_from(response: httpx.Response) -> KwikiError:
+def error_from(status: int, body: bytes, url: str) -> KwikiError:
     """The server's JSON error as the :class:`KwikiError` it was raised as (same class, message and hint), so the
-    CLI reports it as if it had been raised in process."""
+    CLI reports it as if it had been raised in process.
+
+    >>> err = error_from(404, b'{"error": {"code": "page_not_found", "message": "no page x", "hint": "h"}}', "u")
+    >>> type(err).__name__, err.message, err.hint
+    ('PageNotFound', 'no page x', 'h')
+    """
     try:
-        body = response.json()["error"]
-        message, code, hint = str(body["message"]), str(body.get("code", "")), body.get("hint")
+        doc = json.loads(body)["error"]
+        message, code, hint = str(doc["message"]), str(doc.get("code", "")), doc.get("hint")
     except (ValueError, KeyError, TypeError):
-        return KwikiError(f"the server answered HTTP {response.status_code} without a kwiki error",
-                          hint=f"is {response.url.copy_with(path='/', query=None)} a kwiki server?")
+        return ServerUnreachable(f"{url} answered HTTP {status} without a kwiki error", hint=f"is {url} a kwiki server?")
     cls = _error_classes().get(code, KwikiError)
     err = cls(message, hint=hint)
     if cls is KwikiError:  # a code this CLI does not know (a newer server): keep what it said
-        err.code, err.status = code, response.status_code
+        err.code, err.status = code, status
     return err
 
 
@@ -98,30 +107,74 @@ class ServerLost(Exception):
 
 
 class Server:
-    """A kwiki server that answered ``/health``; each method returns the parsed JSON of a 2xx answer and raises the
-    server's :class:`KwikiError` otherwise."""
+    """A kwiki server that answered ``/health``, over one kept-alive connection; each method returns the parsed JSON
+    of a 2xx answer and raises the server's :class:`KwikiError` otherwise (:class:`ServerLost` when it is gone)."""
 
-    def __init__(self, url: str, client: httpx.Client, health: dict[str, Any], explicit: bool) -> None:
-        self.url, self.client, self.health, self.explicit = url, client, health, explicit
+    def __init__(self, url: str, read_timeout_s: float, explicit: bool = False) -> None:
+        self.url, self.read_timeout_s, self.explicit = url, read_timeout_s, explicit
+        self.parts: SplitResult = urlsplit(url)
+        self.conn: http.client.HTTPConnection | None = None
+        self.health: dict[str, Any] = {}
 
-    def _send(self, method: str, path: str, **kwargs: Any) -> Any:
-        try:
-            response = self.client.request(method, path, **kwargs)
-        except httpx.TransportError as exc:
-            raise ServerLost(f"{self.url}: {exc}") from None
-        if response.status_code >= 400:
-            raise error_from(response)
-        return response.json()
+    def _connect(self) -> http.client.HTTPConnection:
+        p = self.parts
+        if p.scheme == "https":
+            import ssl
 
-    def get(self, path: str, params: dict[str, Any] | None = None) -> Any:
-        return self._send("GET", path, params=params)
+            conn: http.client.HTTPConnection = http.client.HTTPSConnection(
+                p.hostname or "", p.port, timeout=CONNECT_TIMEOUT_S, context=ssl.create_default_context())
+        else:
+            conn = http.client.HTTPConnection(p.hostname or "", p.port, timeout=CONNECT_TIMEOUT_S)
+        conn.connect()
+        return conn  # connecting is quick or never; each request then sets how long its answer may take
+
+    def _send(self, method: str, path: str, body: bytes | None = None, headers: dict[str, str] | None = None,
+              timeout_s: float | None = None) -> Any:
+        target = self.parts.path.rstrip("/") + path
+        for attempt in (1, 2):  # a kept-alive connection the server closed meanwhile is opened again, once
+            try:
+                if self.conn is None:
+                    self.conn = self._connect()
+                if self.conn.sock is not None:
+                    self.conn.sock.settimeout(timeout_s or self.read_timeout_s)
+                self.conn.request(method, target, body=body, headers={"accept": "application/json", **(headers or {})})
+                response = self.conn.getresponse()
+                data = response.read()
+                break
+            except (OSError, http.client.HTTPException) as exc:
+                if self.conn is not None:
+                    self.conn.close()
+                self.conn = None
+                if attempt == 2 or isinstance(exc, TimeoutError):
+                    raise ServerLost(f"{self.url}: {type(exc).__name__}: {exc}") from None
+        if response.status >= 400:
+            raise error_from(response.status, data, self.url)
+        return json.loads(data)
+
+    def get(self, path: str, params: dict[str, Any] | None = None, timeout_s: float | None = None) -> Any:
+        return self._send("GET", path + (f"?{urlencode(params, doseq=True)}" if params else ""), timeout_s=timeout_s)
 
     def post(self, path: str, body: dict[str, Any]) -> Any:
-        return self._send("POST", path, json=body)
+        return self._send("POST", path, json.dumps(body).encode("utf-8"), {"content-type": "application/json"})
 
     def upload(self, path: str, files: dict[str, tuple[str, bytes]], data: dict[str, str],
                params: dict[str, Any]) -> Any:
-        return self._send("POST", path, files=files, data=data, params=params)
+        """A multipart upload (``POST /diagnose``), encoded by httpx."""
+        import httpx
+
+        try:
+            response = httpx.post(self.url + path, files=files, data=data, params=params, trust_env=False,
+                                  timeout=httpx.Timeout(self.read_timeout_s, connect=CONNECT_TIMEOUT_S))
+        except httpx.TransportError as exc:
+            raise ServerLost(f"{self.url}: {type(exc).__name__}: {exc}") from None
+        if response.status_code >= 400:
+            raise error_from(response.status_code, response.content, self.url)
+        return response.json()
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
 
 
 def _local_build(settings: Settings) -> str | None:
@@ -149,29 +202,29 @@ def find_server(settings: Settings, url: str | None, local: bool) -> Server | No
     parts = urlsplit(base)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ServerUnreachable(f"'{base}' is not a server URL", hint="give --url http://HOST:PORT (KWIKI_URL)")
-    # No certificates to load for plain http, and no proxy between the CLI and a server on this machine.
-    client = httpx.Client(base_url=base, verify=parts.scheme == "https", trust_env=parts.hostname not in LOOPBACK,
-                          timeout=httpx.Timeout(settings.request_timeout_s * 2 + READ_MARGIN_S, connect=CONNECT_TIMEOUT_S))
+    server = Server(base, settings.request_timeout_s * 2 + READ_MARGIN_S, explicit=bool(explicit))
     try:
-        response = client.get("/health")
-        health = response.json()
+        health = server.get("/health", timeout_s=HEALTH_TIMEOUT_S)
         if not isinstance(health, dict) or "status" not in health:
             raise ValueError("not a kwiki /health")
-    except (httpx.HTTPError, ValueError) as exc:
-        client.close()
+    except (ServerLost, ServerUnreachable, ValueError) as exc:
+        server.close()
         if explicit:
-            raise ServerUnreachable(f"no kwiki server answers at {base} ({type(exc).__name__})",
+            raise ServerUnreachable(f"no kwiki server answers at {base} ({str(exc)[:200]})",
                                     hint="start one with `kwiki serve`, or answer in process with --local") from None
         return None
+    except KwikiError as exc:  # a 503 no_index is an answer: /health says why in its body
+        health = {"status": exc.code}
+    server.health = health
     index = health.get("index") or {}
     if explicit:
         if health.get("version") not in (None, __version__):
             _note(f"{base} runs kwiki {health.get('version')}, this CLI is {__version__}")
-        return Server(base, client, health, explicit=True)
+        return server
     local_build = _local_build(settings)
     if health.get("status") == "ok" and health.get("version") == __version__ and index.get("build_id") == local_build:
-        return Server(base, client, health, explicit=False)
-    client.close()
+        return server
+    server.close()
     if health.get("status") == "ok":
         served = index.get("build_id") if health.get("version") == __version__ else f"kwiki {health.get('version')}"
         _note(f"the server at {base} serves {served}, not the local index's build ({local_build or 'none'} in "

@@ -23,7 +23,6 @@ PATHS = {
     ("/home/me/KernelWiki/wiki/techniques/stream-k.md", "technique-stream-k"),  # a path in a checkout
     ("../../sources/docs/stream-k.md#results", "doc-stream-k-paper"),
     ("./tail-effect.md?x=1", "pattern-tail-effect"),
-    ("stream-k", "doc-stream-k-paper"),  # two files of that name: the smaller key of the first corpus
 ])
 def test_links_resolve_to_their_page(link, key):
     assert lookup(PATHS, link) == key
@@ -33,6 +32,12 @@ def test_links_resolve_to_their_page(link, key):
                                   "wiki/other/stream-k.md", "x" * 5000])
 def test_what_is_no_link_to_a_page_resolves_to_nothing(link):
     assert lookup(PATHS, link) is None
+
+
+def test_a_name_two_files_share_is_no_answer_and_the_hint_names_both():
+    assert lookup(PATHS, "stream-k") is None  # techniques/stream-k.md or docs/stream-k.md?
+    assert {"technique-stream-k", "doc-stream-k-paper"} <= set(nearest(PATHS, "stream-k"))
+    assert lookup(PATHS, "docs/stream-k") == "doc-stream-k-paper"
 
 
 def test_an_unknown_id_gets_the_nearest_ids():
