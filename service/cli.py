@@ -351,13 +351,14 @@ def eval_(
 
 @app.command()
 def validate(
-    corpus: Annotated[Path, typer.Option("--corpus", "-c", help="Corpus root to check")] = Path("corpus"),
+    corpus: Annotated[Optional[Path], typer.Option("--corpus", "-c", help="Corpus root to check (default: the embedded corpus)")] = None,
     json_out: JsonOut = False,
 ) -> None:
     """Check a corpus: schema, vocabulary, ids, links, the 'verified' rule, code blocks, artifacts."""
     from kwiki.ingest.validate import validate_corpus
+    from kwiki.settings import EMBEDDED_CORPUS
 
-    problems = validate_corpus(corpus)
+    problems = validate_corpus(corpus or EMBEDDED_CORPUS)  # the package's own copy when installed as a tool
     errors = [p for p in problems if p.level == "error"]
     if json_out:
         print_json([p.__dict__ for p in problems])
@@ -454,7 +455,7 @@ def diagnose(
 
             record_diagnosis(record, resp, workspace, settings)
     if plot is not None:
-        from kwiki.service.charts import write_timeline_png
+        from kwiki.profiling.charts import write_timeline_png
 
         launches = resp.after_diagnosis.launches if isinstance(resp, Comparison) and resp.after_diagnosis else getattr(resp, "launches", [])
         timeline = next((d.timeline for d in launches if d.timeline is not None), None)

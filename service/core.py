@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from pydantic import BaseModel, Field, ValidationError
 
-from kwiki.errors import BadRequest, BuildDamaged, IndexMissing, KwikiError
+from kwiki.errors import BadRequest, BuildDamaged, IndexMissing, KwikiError, LedgerUnavailable
 from kwiki.index.results import PageResponse, SearchResponse
 from kwiki.ledger import (
     CORPUS,
@@ -123,7 +123,13 @@ def run_search(searcher: Searcher, req: SearchRequest, settings: Settings, ledge
     if ledger is not None:
         tier_k = req.k if ledger_only else DEFAULT_EXPERIENCE_K
         shown = {h.id for h in resp.hits}  # a candidate also indexed as a page (kwiki ingest --ledger) is shown once
-        tier = experience_tier(searcher, req, settings, k=tier_k + len(shown), ledger=ledger)["hits"]
+        try:
+            tier = experience_tier(searcher, req, settings, k=tier_k + len(shown), ledger=ledger)["hits"]
+        except LedgerUnavailable as exc:
+            if ledger_only:
+                raise
+            log.warning("kwiki: search answered without its experience tier: %s", exc.message)  # the pages still stand
+            tier = []
         resp.experience = [h for h in tier if h["id"] not in shown][:tier_k]
     return resp
 
@@ -163,9 +169,12 @@ def page_view(searcher: Searcher | PageStore, key: str, ledger: Ledger | None = 
     resp = searcher.page(key)
     if ledger is not None and resp.type != PAGE_TYPE:
         page = searcher.pages[resp.id]
-        cands = ledger.applying({page.id, page.key})
-        if cands or ledger.count():
-            resp.ledger = ledger_summary(page.id, cands, page)
+        try:
+            cands = ledger.applying({page.id, page.key})
+            if cands or ledger.count():
+                resp.ledger = ledger_summary(page.id, cands, page)
+        except LedgerUnavailable as exc:  # the page still stands, without its candidates
+            log.warning("kwiki: page answered without its ledger summary: %s", exc.message)
     return resp
 
 

@@ -230,7 +230,7 @@ class Charts:
 
 
 def _charts(result: DiagnoseResponse | None, comparison: Comparison | None) -> Charts:
-    from .charts import comparison_chart, launch_chart, timeline_chart
+    from kwiki.profiling.charts import comparison_chart, launch_chart, timeline_chart
 
     out = Charts()
     for launch in (result.launches if result else [])[:MAX_CHARTED]:

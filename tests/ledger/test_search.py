@@ -137,3 +137,17 @@ def test_the_cli_shows_the_tier_of_a_live_ledger(corpus_index, workspace, monkey
     plain = runner.invoke(app, ["search", "partition camping diagonal block reordering", *local])
     assert plain.exit_code == 0, plain.stderr
     assert "tried before (candidate ledger):" in plain.stdout and "transpose/t40" in plain.stdout
+
+
+def test_a_search_still_answers_when_the_ledger_is_down(full):
+    """An unreachable ledger database costs the experience tier (logged), never the pages of /search or a page view;
+    asking for the tier alone says why."""
+    from kwiki.errors import LedgerUnavailable
+    from kwiki.ledger import Ledger
+
+    down = Ledger(url="postgresql://kwiki@127.0.0.1:1/none?connect_timeout=2")
+    resp = run_search(full, SearchRequest(q=BANKS, k=3), Settings(), ledger=down)
+    assert resp.hits and resp.experience == []
+    assert page_view(full, "technique-shared-memory-padding", down).ledger is None
+    with pytest.raises(LedgerUnavailable):
+        run_search(full, SearchRequest(q=BANKS, k=3, type=["experience"]), Settings(), ledger=down)

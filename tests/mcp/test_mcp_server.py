@@ -57,6 +57,7 @@ def stdio_session(corpus_index, tmp_path_factory) -> dict:
             out["diag_none"] = await c.call_tool("diagnose", {})
             out["diag_nofile"] = await c.call_tool("diagnose", {"path": str(cwd / "missing.csv")})
             out["search"] = await c.call_tool("search", {"query": TAIL_Q, "k": 5})
+            out["nonsense"] = await c.call_tool("search", {"query": "purple elephants juggling teacups", "k": 10})
             out["filtered"] = await c.call_tool("search", {"query": "tensor memory", "k": 5, "filters": {"type": ["hardware"]}})
             out["page"] = await c.call_tool("get_page", {"id": "pattern-tail-effect"})
             out["diag_file"] = await c.call_tool("diagnose", {"path": str(NCU / "tail_effect-bad.raw.csv")})
@@ -81,15 +82,33 @@ def _ok(result) -> dict:
 
 
 def _err(result) -> str:
+    """The error's text; every tool error is ``{"error": CODE, "reason", "hint"}`` with a reason and a hint."""
     assert result.is_error, result
-    return result.content[0].text
+    text = result.content[0].text
+    doc = json.loads(text)
+    assert set(doc) == {"error", "reason", "hint"} and all(isinstance(v, str) and v.strip() for v in doc.values()), doc
+    return text
+
+
+def _nulls(doc) -> list:
+    """The null values anywhere in a JSON document."""
+    if isinstance(doc, dict):
+        return [x for v in doc.values() for x in ([v] if v is None else _nulls(v))]
+    if isinstance(doc, list):
+        return [x for v in doc for x in ([v] if v is None else _nulls(v))]
+    return []
+
+
+TOOLS = {"search", "get_page", "get_section", "lookup_metric", "diagnose", "compare", "list_signals",
+         "ledger_add", "ledger_show", "ledger_tree", "ledger_search", "ledger_set_status"}
 
 
 def test_tools_are_listed_with_descriptions_and_schemas(stdio_session):
     tools = {t.name: t for t in stdio_session["tools"]}
-    assert set(tools) == {"search", "get_page", "diagnose", "compare", "list_signals"}
+    assert set(tools) == TOOLS
     for t in tools.values():
         assert t.description and len(t.description) > 60, t.name
+        assert t.description.startswith("Use "), f"{t.name}: a description says when to use the tool"
         assert t.input_schema["type"] == "object"
         assert t.output_schema and t.output_schema["type"] == "object"
     search = tools["search"].input_schema
@@ -103,17 +122,30 @@ def test_search_returns_the_tail_effect_page_first_as_get_search_does(stdio_sess
     assert doc["hits"][0]["id"] == "pattern-tail-effect"
     api = http.get("/search", params={"q": TAIL_Q, "k": 5}).json()
     assert [h["id"] for h in doc["hits"]] == [h["id"] for h in api["hits"]]
-    assert [h["confidence"] for h in doc["hits"]] == [h["confidence"] for h in api["hits"]]
+    assert [h.get("confidence") for h in doc["hits"]] == [h["confidence"] for h in api["hits"]]
     first = doc["hits"][0]
-    assert set(first) == {"id", "title", "type", "corpus", "confidence", "score", "snippet", "matched", "fix_of",
-                          "related_to", "clause", "sources"}
+    assert set(first) <= {"id", "title", "type", "corpus", "confidence", "score", "snippet", "section", "matched",
+                          "fix_of", "related_to", "clause", "sources"}
     assert first["matched"] == api["hits"][0]["why"]["sentence"]  # the sentence that matched, as GET /search says
-    assert [h["fix_of"] for h in doc["hits"]] == [h["why"]["fix_of"] for h in api["hits"]]
-    assert [h["related_to"] for h in doc["hits"]] == [h["why"]["related_to"] for h in api["hits"]]
-    assert [h["clause"] for h in doc["hits"]] == [h["why"]["clause"] for h in api["hits"]]
+    assert first["section"] == api["hits"][0]["heading_path"][-1]
+    assert [h.get("fix_of") for h in doc["hits"]] == [h["why"]["fix_of"] for h in api["hits"]]
+    assert [h.get("related_to") for h in doc["hits"]] == [h["why"]["related_to"] for h in api["hits"]]
+    assert [h.get("clause") for h in doc["hits"]] == [h["why"]["clause"] for h in api["hits"]]
     assert first["sources"] and len(first["snippet"]) <= 320
-    # Compact: a fraction of the HTTP document, which carries ranking internals.
-    assert len(json.dumps(doc)) < len(json.dumps(api))
+    # Sources once per response: a hit names them by id, each described once, as GET /search's hits list them.
+    assert first["sources"] == [s["id"] for s in api["hits"][0]["sources"][:5]]
+    named = {i for h in doc["hits"] for i in h.get("sources", [])}
+    assert named == set(doc["sources"]) and all(v.get("title") for v in doc["sources"].values())
+    # Compact: no null anywhere, no indentation, and a fraction of the HTTP document.
+    text = stdio_session["search"].content[0].text
+    assert text == json.dumps(doc, ensure_ascii=False, separators=(",", ":")) and not _nulls(doc)
+    assert len(text) < len(json.dumps(api)) / 2
+
+
+def test_a_query_nothing_answers_says_so(stdio_session, http):
+    doc = _ok(stdio_session["nonsense"])
+    api = http.get("/search", params={"q": "purple elephants juggling teacups", "k": 10}).json()
+    assert doc["no_match"] is True and doc["note"] == api["note"] and len(doc["hits"]) == len(api["hits"]) < 10
 
 
 def test_search_filters_apply(stdio_session):
@@ -123,8 +155,8 @@ def test_search_filters_apply(stdio_session):
 
 
 def test_bad_arguments_are_tool_errors_not_crashes(stdio_session):
-    assert "k" in _err(stdio_session["k0"])
-    assert "k" in _err(stdio_session["k_text"])
+    assert "k:" in _err(stdio_session["k0"]) and '"bad_arguments"' in _err(stdio_session["k0"])
+    assert "k:" in _err(stdio_session["k_text"])
     assert "unknown type" in _err(stdio_session["bad_type"])  # the Searcher's own validation, as HTTP 400
     assert "page_not_found" in _err(stdio_session["no_page"])
     assert "exactly one of" in _err(stdio_session["diag_none"])
@@ -138,7 +170,8 @@ def test_get_page_has_the_whole_page_and_resolved_sources(stdio_session, http):
     api = http.get("/pages/pattern-tail-effect").json()
     assert doc["body"] == api["body"] and doc["title"] == api["title"]
     assert [s["id"] for s in doc["sources"]] == [s["id"] for s in api["sources"]]
-    assert any(s["resolved"] for s in doc["sources"])
+    assert any(s.get("resolved") for s in doc["sources"])
+    assert "What you see" in doc["headings"]
 
 
 def test_diagnose_an_export_by_path_as_post_diagnose_does(stdio_session, http):
@@ -174,7 +207,7 @@ def test_compare_a_candidate_with_its_parent_as_post_diagnose_does(stdio_session
 def test_diagnose_says_speed_of_light_and_the_next_command(stdio_session):
     launch = _ok(stdio_session["diag_gemm"])["launches"][0]
     assert launch["verdict"].startswith("speed-of-light:") and launch["signals"][0]["signal"] == "speed-of-light"
-    assert any(s["by_design"] for s in launch["signals"]) and launch["checks"][0].startswith("warning clocks")
+    assert any(s.get("by_design") for s in launch["signals"]) and launch["checks"][0].startswith("warning clocks")
     assert launch["next_step"].startswith("ncu --clock-control none --section SpeedOfLight")
 
 
@@ -210,7 +243,7 @@ def test_streamable_http_on_loopback(corpus_index, tmp_path):
                 out["search"] = await c.call_tool("search", {"query": TAIL_Q, "k": 3})
 
         anyio.run(scenario)
-        assert out["tools"] == {"search", "get_page", "diagnose", "compare", "list_signals"}
+        assert out["tools"] == TOOLS
         assert _ok(out["search"])["hits"][0]["id"] == "pattern-tail-effect"
     finally:
         proc.terminate()

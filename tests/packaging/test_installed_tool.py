@@ -34,8 +34,12 @@ def tool(tmp_path_factory, corpus_index, embed_cache):
     from kwiki.settings import Settings
 
     root = tmp_path_factory.mktemp("tool")
+    # Built from a copy: setuptools writes build/ and *.egg-info beside the sources, and reuses a stale build/lib.
+    src = root / "src"
+    shutil.copytree(REPO, src, ignore=shutil.ignore_patterns(".git", ".venv", ".kwiki", "build", "dist", "*.egg-info", "__pycache__",
+                                                             "test-output", "tests", "benchmarks", ".hypothesis"))
     wheels = root / "wheels"
-    built = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels), str(REPO)],
+    built = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels), str(src)],
                  cwd=root, env=dict(os.environ))
     assert built.returncode == 0, built.stderr[-3000:]
     (wheel,) = wheels.glob("kwiki-*.whl")
@@ -90,6 +94,17 @@ def test_page_and_search_from_another_directory(tool):
     assert search.returncode == 0, search.stderr[-2000:]
     assert json.loads(search.stdout)["hits"][0]["id"] == "pattern-tail-effect"
     assert list(elsewhere.iterdir()) == []  # nothing written to the working directory
+
+
+def test_validate_checks_the_packaged_corpus_from_anywhere(tool):
+    bin_dir, env, elsewhere, _ = tool
+    out = _run(["kwiki", "validate", "--json"], elsewhere, env)
+    problems = json.loads(out.stdout)
+    # the same verdict as on the checkout's corpus/ (it was `corpus` relative to the working directory: not found)
+    from kwiki.ingest.validate import validate_corpus
+
+    assert not any("not a folder" in json.dumps(p) for p in problems)
+    assert len(problems) == len(validate_corpus(REPO / "corpus")) and out.returncode in (0, 1)
 
 
 def test_index_dir_setting_wins(tool, corpus_index):

@@ -63,7 +63,7 @@ def test_too_short_a_kernel_is_flagged():
 
 
 def test_plot_writes_a_png(tmp_path):
-    from kwiki.service.charts import write_timeline_png
+    from kwiki.profiling.charts import write_timeline_png
 
     (t,) = parse_timelines(inst("tail_effect-bad"))
     write_timeline_png(t, tmp_path / "t.png")

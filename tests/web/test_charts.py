@@ -68,8 +68,8 @@ def test_baseline_upload_shows_the_comparison_chart(page, server, http):
 
 
 def test_chart_text_from_an_export_is_escaped():
+    from kwiki.profiling.charts import timeline_chart
     from kwiki.profiling.timeline import Series, Timeline
-    from kwiki.service.charts import timeline_chart
 
     t = Timeline(launch_id="0", kernel="<script>alert(1)</script> f<$x$>", interval_us=1.5, samples=3,
                  activity="a", tail_share=0.5, series=[Series(metric="a", values=[1.0, 2.0, 0.1], step_us=1.5)])

@@ -112,3 +112,13 @@ def test_a_snippet_is_cut_at_blocks_and_closes_what_it_opens():
     assert len(re.sub(r"<[^>]+>", "", html)) <= SNIPPET_CHARS + 10 and html.rstrip().endswith("</ul>")
     fence = str(render_snippet("```cuda\n" + "int tail = 0;\n" * 100, ["tail"]))  # a chunk cut inside a long fence
     assert fence.startswith("<pre><code") and fence.rstrip().endswith("</code></pre>") and "```" not in fence
+
+
+def test_a_baseline_needs_an_export_and_must_not_be_empty(http):
+    from pathlib import Path
+
+    fixed = Path(__file__).resolve().parents[2] / "profiling" / "fixtures" / "verify" / "tail_effect-fixed.raw.csv.gz"
+    r = http.post("/ui/diagnose", files={"baseline": ("b.csv", b"x")}, data={"text": "anything"})
+    assert r.status_code == 400 and "a baseline needs an export" in r.text and "candidate" in r.text
+    r = http.post("/ui/diagnose", files={"file": (fixed.name, fixed.read_bytes()), "baseline": ("b.csv", b"")})
+    assert r.status_code == 400 and "the baseline file is empty" in r.text

@@ -1,4 +1,5 @@
-"""Charts of a diagnosis for the web page, drawn by matplotlib on the server as inline SVG (no script, no network).
+"""Charts of a diagnosis, drawn by matplotlib: inline SVG for the web page (no script, no network), PNG for
+``kwiki diagnose --plot``.
 
     launch_chart(launch)        a launch's signal magnitudes beside its warp-stall shares
     timeline_chart(timeline)    the PM-sampling series, the tail shaded (the figure ``kwiki diagnose --plot`` writes)
@@ -27,9 +28,9 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
     from matplotlib.typing import RcKeyType as RcKey
 
-    from kwiki.profiling.compare import KernelComparison
-    from kwiki.profiling.diagnose import LaunchDiagnosis
-    from kwiki.profiling.timeline import Timeline
+    from .compare import KernelComparison
+    from .diagnose import LaunchDiagnosis
+    from .timeline import Timeline
 
 #: matplotlib settings of every chart: SVG text stays text, no mathtext, no timestamp, stable ids.
 RC: dict[RcKey, object] = {"svg.fonttype": "none", "text.parse_math": False, "svg.hashsalt": "kwiki", "font.size": 8,
