@@ -23,8 +23,8 @@ from kwiki.settings import DEFAULT_K, MAX_K, MAX_QUERY_CHARS
 from . import pages as pages_mod
 from . import vectors
 from .bm25 import BM25Index, PageIndex
-from .build import current_build
-from .manifest import Manifest, read_manifest
+from .manifest import Manifest
+from .pages import PageStore
 from .params import RankingParams
 from .pipeline import STAGES, Candidates, Plan, SearchOptions, model_text
 from .query import AliasTable, Filters, clauses, clean_query, norm_phrase, plan_query
@@ -84,17 +84,8 @@ class Searcher:
     @classmethod
     def open(cls, index_dir: Path, embedder: vectors.Embedder | None = None, threads: int = 2) -> "Searcher":
         """Open ``<index_dir>/current`` (or ``index_dir`` itself when it is a build folder)."""
-        index_dir = Path(index_dir)
-        build = index_dir if (index_dir / "manifest.json").exists() else current_build(index_dir)
-        if not build.exists():
-            raise IndexMissing(f"no index at {index_dir}", hint="run `kwiki ingest` to build one")
-        build = build.resolve()
-        manifest = read_manifest(build)
-        pages: dict[str, Page] = {}
-        with open(build / "pages.jsonl", encoding="utf-8") as fh:
-            for line in fh:
-                p = Page.model_validate_json(line)
-                pages[p.key] = p
+        store = PageStore.open(index_dir)
+        build, manifest, pages, artifacts = store.path, store.manifest, store.pages, store.artifacts
         rows = []
         with open(build / "chunks.jsonl", encoding="utf-8") as fh:
             for line in fh:
@@ -115,7 +106,6 @@ class Searcher:
                 slug = p.id.split("-", 1)[-1].replace("-", " ")
                 aliases.add(slug, p.aliases)
             arch_vocab |= {a.lower().replace("_", "") for a in p.facet("architectures")}
-        artifacts = {a["id"]: a for a in json.loads((build / "artifacts.json").read_text())}
         if embedder is not None and embedder.model_id != manifest.model:
             raise IndexIncompatible(f"index at {build} was embedded with {manifest.model}, not {embedder.model_id}",
                                     hint="rebuild with `kwiki ingest`, or set KWIKI_EMBED_ADAPTER to the build's adapter")
