@@ -15,6 +15,15 @@ shipped model. Recall@10 of an approximate index is measured against exact searc
 
     python benchmarks/scale.py [--sizes 1,10,100] [--queries 300]
 
+**Through the real search path** (``--builds``): real builds of the synthetic corpora (``benchmarks/ingest_memory.py``
+makes them with ``kwiki ingest``) opened by ``Searcher.open`` as the server opens them. For each real eval question
+the plan is made (the query embedded) and the pipeline's vector stage (``pipeline.retrieve_vectors``) timed: on a
+build with approximate indexes, through them; the same stage with an exact ``VectorIndex`` over the same vectors gives
+the reference for recall@10 (of the stage's top 10 chunks) and its own time. Whole ``Searcher.search`` calls are timed
+too, and the process's resident memory is read after opening the build.
+
+    python benchmarks/scale.py --builds /tmp/kwiki-scale/index-x1,/tmp/kwiki-scale/index-x10 [--queries 200]
+
 Not a test: figures depend on the machine; run it on an otherwise idle machine. Results go to
 ``benchmarks/results/scale.json`` and the table into the README by hand.
 """
@@ -117,13 +126,81 @@ def lance_index(matrix: np.ndarray, kind: str, folder: Path):
     return table, time.perf_counter() - t
 
 
+def rss_mib() -> float:
+    """This process's resident set size now."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return float("nan")
+
+
+def through_searcher(build: Path, texts: list[str]) -> dict:
+    """The vector stage and whole searches of the real Searcher over one build, against exact search."""
+    from kwiki.index import vectors
+    from kwiki.index.pipeline import Candidates, SearchOptions, retrieve_vectors
+    from kwiki.index.search import Searcher
+
+    t = time.perf_counter()
+    searcher = Searcher.open(build)
+    open_s = time.perf_counter() - t
+    rss_open = rss_mib()
+    v = searcher.vindex
+    exact = vectors.VectorIndex(v.matrix, v.sentences, v.sentence_rows, v.sentence_texts, v.is_question)
+    params = searcher.params
+    searcher.search(texts[0])  # warm: the model, the caches
+    stage_t, exact_t, search_t, recalls = [], [], [], []
+    for text in texts:
+        plan = searcher.plan(text, 10, None, SearchOptions(), 2000, 100, params)
+        c = Candidates()
+        t = time.perf_counter()
+        retrieve_vectors(plan, c, params, searcher)
+        stage_t.append((time.perf_counter() - t) * 1000)
+        got = c.vector
+        if v.ann_chunks is not None:
+            searcher.vindex = exact
+            ref = Candidates()
+            t = time.perf_counter()
+            retrieve_vectors(plan, ref, params, searcher)
+            exact_t.append((time.perf_counter() - t) * 1000)
+            searcher.vindex = v
+            recalls.append(len({r for r, _ in got[:K]} & {r for r, _ in ref.vector[:K]}) / K)
+        t = time.perf_counter()
+        searcher.search(text)
+        search_t.append((time.perf_counter() - t) * 1000)
+    row = {"build": build.name, "chunks": int(v.matrix.shape[0]), "sentences_and_questions": int(v.sentences.shape[0]),
+           "pages": len(searcher.pages), "vector_search": v.describe(params), "open_s": round(open_s, 1),
+           "rss_after_open_mib": rss_open, "stage_p50_ms": round(pct(stage_t, 50), 2), "stage_p95_ms": round(pct(stage_t, 95), 2),
+           "search_p50_ms": round(pct(search_t, 50), 2), "search_p95_ms": round(pct(search_t, 95), 2)}
+    if exact_t:
+        row |= {"exact_stage_p50_ms": round(pct(exact_t, 50), 2), "exact_stage_p95_ms": round(pct(exact_t, 95), 2),
+                "recall@10": round(statistics.fmean(recalls), 4)}
+    row |= {"rss_end_mib": rss_mib(), "max_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+            "load_avg": round(os.getloadavg()[0], 2)}
+    return row
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="1,10,100", help="multiples of today's ~6.3k chunks")
     ap.add_argument("--queries", type=int, default=300)
     ap.add_argument("--kinds", default="ivf_pq,ivf_hnsw_sq", help="approximate indexes to measure")
+    ap.add_argument("--builds", help="comma-separated index folders: measure through the real Searcher instead")
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if args.builds:
+        from kwiki.evals.questions import load_suite
+
+        texts = [q.query for suite in ("corpus", "kernelwiki") for q in load_suite(suite)]
+        pick = np.random.default_rng(0).choice(len(texts), size=min(args.queries, len(texts)), replace=False)
+        out = REPO / "benchmarks" / "results" / "scale-searcher.json"
+        rows = json.loads(out.read_text())["rows"] if out.exists() else []
+        for build in args.builds.split(","):
+            row = through_searcher(Path(build), [texts[i] for i in pick])
+            print(json.dumps(row), flush=True)
+            rows = [r for r in rows if r["chunks"] != row["chunks"]] + [row]
+            out.write_text(json.dumps({"queries": len(pick), "command": "python benchmarks/scale.py --builds ...",
+                                       "rows": sorted(rows, key=lambda r: r["chunks"])}, indent=1) + "\n")
+        return
     from kwiki.index.vectors import _one_blas_thread
 
     _one_blas_thread()

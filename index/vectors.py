@@ -16,7 +16,7 @@ import os
 import threading
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Iterator
 
 import numpy as np
 
@@ -174,39 +174,61 @@ class Embedder:
 
 
 class EmbeddingCache:
-    """Vectors keyed by chunk content hash, kept across builds (``<index_dir>/cache``)."""
+    """Vectors keyed by chunk content hash, kept across builds in one SQLite file (``<index_dir>/cache``).
+
+    A build looks up and adds vectors batch by batch, so it holds only its batch's vectors, however large the cache;
+    several builds may share the file (WAL, each batch one transaction). A cache of an earlier kwiki (``.npz``
+    beside it) is imported once.
+    """
+
+    #: Keys per SQL statement (SQLite allows 32,766 parameters; this keeps each statement small).
+    BATCH = 900
 
     def __init__(self, folder: Path, model: str = MODEL_NAME) -> None:
+        import sqlite3
+
         adapter = adapter_of(model)
         tag = f"-{adapter}-{_adapter.digest(adapter)}" if adapter else ""
-        self.path = folder / f"embeddings-minilm-l6-v2{tag}-e{EMBED_VERSION}.npz"
-        self.vectors: dict[str, np.ndarray] = {}
-        if self.path.exists():
+        stem = f"embeddings-minilm-l6-v2{tag}-e{EMBED_VERSION}"
+        self.path = folder / f"{stem}.sqlite3"
+        folder.mkdir(parents=True, exist_ok=True)
+        self.db = sqlite3.connect(self.path, timeout=60, check_same_thread=False)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, vector BLOB NOT NULL) WITHOUT ROWID")
+        self.db.commit()
+        legacy = folder / f"{stem}.npz"
+        if legacy.exists() and self.db.execute("SELECT 1 FROM vectors LIMIT 1").fetchone() is None:
             try:
-                data = np.load(self.path, allow_pickle=False)
-                self.vectors = dict(zip(data["keys"].tolist(), data["vectors"]))
+                data = np.load(legacy, allow_pickle=False)
+                self.add(data["keys"].tolist(), data["vectors"])
             except (OSError, ValueError, KeyError):
-                self.vectors = {}  # a damaged cache only costs time
+                pass  # a damaged cache only costs time
+
+    def _rows(self, sql: str, keys: list[str]) -> Iterator[tuple]:
+        for start in range(0, len(keys), self.BATCH):
+            part = keys[start:start + self.BATCH]
+            yield from self.db.execute(sql.format(",".join("?" * len(part))), part)
 
     def missing(self, hashes: list[str]) -> list[str]:
-        return [h for h in dict.fromkeys(hashes) if h not in self.vectors]
+        wanted = list(dict.fromkeys(hashes))
+        have = {k for (k,) in self._rows("SELECT key FROM vectors WHERE key IN ({})", wanted)}
+        return [h for h in wanted if h not in have]
 
     def add(self, hashes: list[str], vectors: np.ndarray) -> None:
-        self.vectors.update(zip(hashes, vectors))
+        vecs = np.ascontiguousarray(vectors, dtype=np.float32)
+        with self.db:
+            self.db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?)",
+                                ((h, v.tobytes()) for h, v in zip(hashes, vecs)))
 
     def get(self, hashes: list[str]) -> np.ndarray:
         if not hashes:
             return np.zeros((0, DIM), dtype=np.float32)
-        return np.stack([self.vectors[h] for h in hashes]).astype(np.float32)
+        found = dict(self._rows("SELECT key, vector FROM vectors WHERE key IN ({})", list(dict.fromkeys(hashes))))
+        return np.stack([np.frombuffer(found[h], dtype=np.float32) for h in hashes])
 
-    def save(self, keep: set[str] | None = None) -> None:
-        items = [(k, v) for k, v in self.vectors.items() if keep is None or k in keep]
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(self.path.stem + f".{os.getpid()}.tmp.npz")
-        keys = np.array([k for k, _ in items], dtype="U64")
-        vecs = np.stack([v for _, v in items]) if items else np.zeros((0, DIM), dtype=np.float32)
-        np.savez(tmp, keys=keys, vectors=vecs)
-        os.replace(tmp, self.path)
+    def save(self) -> None:
+        """Everything added is already stored (each ``add`` commits); kept for callers that end with it."""
+        self.db.commit()
 
 
 def write_table(folder: Path, rows: list[dict], vectors: np.ndarray) -> None:
