@@ -118,6 +118,18 @@ class UnknownReference(BadRequest):
     code = "unknown_reference"
 
 
+class BuildNotFound(NotFound):
+    """A build id that the builds store (``KWIKI_BUILDS_DIR``) does not hold, or that is not a build id at all."""
+
+    code = "build_not_found"
+
+
+class BuildNotLoaded(Unavailable):
+    """A replica told to serve a build (``KWIKI_BUILD``, a rollout's reload) that it has not loaded: not ready."""
+
+    code = "build_not_loaded"
+
+
 class LedgerUnavailable(Unavailable):
     """The ledger's database cannot be reached or opened (``KWIKI_LEDGER_URL``, or a workspace's SQLite file)."""
 
