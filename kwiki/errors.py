@@ -130,6 +130,18 @@ class BuildNotLoaded(Unavailable):
     code = "build_not_loaded"
 
 
+class LoadBalancerError(Unavailable):
+    """haproxy's admin socket cannot be reached, or refused a command (``kwiki rollout``)."""
+
+    code = "load_balancer_unavailable"
+
+
+class RolloutFailed(KwikiError):
+    """A rollout stopped: a replica did not switch, or became ready, in time; the replicas not yet switched are kept."""
+
+    status, code = 502, "rollout_failed"
+
+
 class LedgerUnavailable(Unavailable):
     """The ledger's database cannot be reached or opened (``KWIKI_LEDGER_URL``, or a workspace's SQLite file)."""
 

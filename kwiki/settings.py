@@ -93,6 +93,9 @@ class Settings(BaseSettings):
                                     "by the replicas of a host; default <index_dir>/published")
     build: str | None = Field(default=None, description="The published build this replica serves (`kwiki serve --build`); "
                               "/health is 503 `build_not_loaded` until it is loaded. Unset: the index root's `current` build")
+    lb_socket: Path | None = Field(default=None, description="haproxy's admin socket (`stats socket PATH level admin`) "
+                                   "that `kwiki rollout` takes replicas out of rotation and back through")
+    lb_backend: str = Field(default="kwiki", description="The haproxy backend whose servers are the replicas")
     ledger_dir: Path | None = Field(default=None, description="Candidate ledger workspace, a folder holding its SQLite "
                                     "file ledger.sqlite3 (default: <index_dir>/../ledger); unused when ledger_url is set")
     ledger_url: str | None = Field(default=None, description="A shared ledger on PostgreSQL for a team, e.g. "

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
@@ -314,6 +315,33 @@ def publish(
         return
     what = "already published, checked" if done.already else f"published ({done.files} files, {done.bytes / 2**20:.1f} MiB)"
     typer.echo(f"{done.build_id}: {what}: {done.path}")
+
+
+@app.command()
+def rollout(
+    build: Annotated[str, typer.Argument(help="The published build to serve everywhere (rolling back: the old id)")],
+    lb_socket: Annotated[Optional[Path], typer.Option("--lb-socket", help="haproxy's admin socket (default $KWIKI_LB_SOCKET)")] = None,
+    backend: Annotated[Optional[str], typer.Option("--backend", help="haproxy backend of the replicas (default $KWIKI_LB_BACKEND, kwiki)")] = None,
+    timeout: Annotated[float, typer.Option("--timeout", help="Seconds each step of one replica may take")] = 120.0,
+    json_out: JsonOut = False,
+) -> None:
+    """Switch the replicas behind haproxy to a published build, one at a time, each out of rotation while it switches."""
+    from kwiki.errors import BadRequest
+    from kwiki.service.haproxy import HAProxy
+    from kwiki.service.rollout import rollout as roll
+
+    settings = load_settings(lb_socket=lb_socket, lb_backend=backend)
+    with reported():
+        if settings.lb_socket is None:
+            raise BadRequest("no haproxy admin socket given", hint="--lb-socket PATH or KWIKI_LB_SOCKET (haproxy's `stats socket`)")
+        done = roll(HAProxy(settings.lb_socket), build, settings.admin_token, backend=settings.lb_backend, timeout_s=timeout,
+                    say=lambda line: typer.echo(f"{time.strftime('%H:%M:%S')} {line}", err=True))
+    if json_out:
+        print_json(done)
+        return
+    switched = [s.server for s in done.steps if not s.skipped]
+    typer.echo(f"{build}: served by every server of '{done.backend}' ({len(switched)} switched, "
+               f"{len(done.steps) - len(switched)} already on it) in {done.seconds:.1f} s")
 
 
 @app.command("eval")
