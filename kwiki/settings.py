@@ -41,6 +41,11 @@ MAX_K = 100
 MAX_QUERY_CHARS = 2000
 #: Pages attached to each signal of a diagnosis: the pattern, its fix and one more.
 PAGES_PER_SIGNAL = 5
+#: Ledger candidates a tiered search returns beside the pages (what was tried on the same problem), and the most it may.
+EXPERIENCE_K = 5
+MAX_EXPERIENCE_K = 50
+#: Knowledge pages above the candidates in `kwiki ledger search`: the direction; the candidates are the point.
+LEDGER_PAGES = 5
 
 
 def _default_index_dir() -> Path:
