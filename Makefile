@@ -10,8 +10,8 @@ export PATH := $(abspath $(BIN)):$(PATH)
 
 .PHONY: serve test check install install-test index bench eval clean
 
-#: The modules whose types are checked: the seams other packages and the surfaces call.
-TYPED = kwiki.errors kwiki.settings kwiki.ledger kwiki.index kwiki.service
+#: The modules whose types are checked: every package (capture scripts under fixtures/ excepted, pyproject.toml).
+TYPED = kwiki.errors kwiki.settings kwiki.ingest kwiki.ledger kwiki.index kwiki.service kwiki.profiling kwiki.evals
 #: mypy cannot follow setuptools' package-dir mapping (kwiki.index -> index/): it reads a tree of links instead.
 TYPETREE = .kwiki/typecheck
 

@@ -19,6 +19,7 @@ from .report import git_revision, update_readme, write_run
 from .runner import METHODS, SHIPPED, evaluate, floor_rates, margin, top3_rate
 
 if TYPE_CHECKING:
+    from kwiki.index.search import Searcher
     from kwiki.index.vectors import Embedder
 
 EVALS_DIR = Path(__file__).resolve().parent
@@ -36,7 +37,7 @@ Stage = Callable[[str, int, int], None]
 
 
 def suite_index(suite: str, root: Path, name: str, base: Path, threads: int, embedder: "Embedder",
-                stage: Stage | None = None):
+                stage: Stage | None = None) -> Searcher:
     """Build the suite's own index with ``embedder``'s model (embeddings come from the shared cache, so this is
     cheap after the first run); one folder per suite and adapter. ``stage`` hears the build's progress."""
     from kwiki.index.build import build_index
@@ -80,9 +81,10 @@ def run_eval(suites: list[str], methods: list[str], index_base: Path, *, threads
     embedder = Embedder(threads=threads, adapter=adapter)
     base_embedder: Embedder | None = None
     results: dict[str, Any] = {}
-    stamp = {"revision": git_revision(REPO), "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    created_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    stamp = {"revision": git_revision(REPO), "created_at": created_at,
              "methods": methods, "overrides": overrides or {}, "model": embedder.model_id}
-    run_dir = out_dir / stamp["created_at"].replace(":", "") if out_dir is not None else None
+    run_dir = out_dir / created_at.replace(":", "") if out_dir is not None else None
     for n, suite in enumerate(suites, 1):
         name, root = SUITE_ROOTS[suite]
         if suite == "kernelwiki" and kernelwiki:

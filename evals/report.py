@@ -93,7 +93,7 @@ def chart(suites: dict[str, dict[str, Any]], path: Path, measure: str = "nDCG@10
     except ImportError:
         return False
     fig, axes = plt.subplots(len(suites), 1, figsize=(14, 4.5 * len(suites)), squeeze=False)
-    colors = plt.get_cmap("tab20").colors  # 15+ methods: tab10 would repeat its colours
+    colors = [plt.get_cmap("tab20")(i) for i in range(20)]  # 15+ methods: tab10 would repeat its colours
     for ax, (suite, res) in zip(axes[:, 0], suites.items()):
         methods = list(res["overall"])
         groups = ["all"] + sorted(g for g in res["overall"][methods[0]] if g.startswith("category:"))

@@ -40,7 +40,7 @@ from kwiki.ingest.corpus import (
     walk_tree,
 )
 from kwiki.ingest.models import Chunk, IngestReport, Page, PageSource, Problem
-from kwiki.settings import EMBED_THREADS, MAX_PAGE_BYTES
+from kwiki.settings import ANN_MIN_ROWS, EMBED_THREADS, MAX_PAGE_BYTES
 
 from . import bm25, vectors
 from . import manifest as manifest_mod
@@ -63,7 +63,8 @@ class BuildResult:
     skipped_roots: list[Problem] = field(default_factory=list)
 
 
-def build_fingerprint(max_page_bytes: int, extra: dict[str, str] | None = None, model: str | None = None) -> dict[str, str]:
+def build_fingerprint(max_page_bytes: int, extra: dict[str, str] | None = None, model: str | None = None,
+                      ann_min_rows: int = ANN_MIN_ROWS) -> dict[str, str]:
     """Everything besides the corpus files that decides what a build contains, as named strings.
 
     It is stored in ``manifest.json`` and hashed into :func:`source_hash`, so a change to any of these
@@ -88,6 +89,7 @@ def build_fingerprint(max_page_bytes: int, extra: dict[str, str] | None = None, 
         "questions": f"max={corpus.MAX_QUESTIONS} chars={corpus.MAX_QUESTION_CHARS}",
         "bm25_layout": bm25.layout(),
         "max_page_bytes": str(max_page_bytes),
+        "ann": f"{vectors.ANN_INDEX} from {ann_min_rows} rows, sqrt(rows) partitions",
     }
     shadowed = sorted(set(extra or {}) & set(fp))
     if shadowed:
@@ -240,6 +242,7 @@ def build_index(
     skip_unchanged: bool = False,
     fingerprint_extra: dict[str, str] | None = None,
     adapter: str | None = None,
+    ann_min_rows: int | None = None,
 ) -> BuildResult:
     """Ingest ``roots`` and build a new index under ``index_dir``, then switch ``current`` to it.
 
@@ -249,6 +252,9 @@ def build_index(
     ``page_sources`` (pages made outside a corpus folder, e.g. ``kwiki.ledger.ledger_source``) are indexed
     with the corpus pages. ``fingerprint_extra`` adds the caller's own build inputs to the
     fingerprint (:func:`build_fingerprint`): a change to any of them rebuilds.
+
+    A vector table of at least ``ann_min_rows`` rows (default: the settings', ``KWIKI_ANN_MIN_ROWS``) also gets an
+    approximate index (:func:`ann_indexes`), recorded in the manifest's ``ann``; search uses it.
     """
     started = time.monotonic()
     index_dir = Path(index_dir)
@@ -263,7 +269,11 @@ def build_index(
         (index_dir / BUILDS).mkdir(parents=True, exist_ok=True)
         _collect_garbage(index_dir, keep=current_build(index_dir).name)
         model = embedder.model_id if embedder is not None else vectors.model_id(adapter)
-        fingerprint = build_fingerprint(max_page_bytes, fingerprint_extra, model)
+        if ann_min_rows is None:
+            from kwiki.settings import load_settings
+
+            ann_min_rows = load_settings().ann_min_rows
+        fingerprint = build_fingerprint(max_page_bytes, fingerprint_extra, model, ann_min_rows)
         extra = hashlib.sha256(b"".join(s.model_dump_json().encode() for s in page_sources or [])).hexdigest()
         quick = source_hash(roots, f"{fingerprint_hash(fingerprint)}\0{extra}")
         if skip_unchanged:
@@ -308,6 +318,7 @@ def build_index(
         question_rows = nearest_chunks(question_pages, sentence_matrix[len(sentence_texts):], chunks, chunk_matrix)
         vectors.write_sentences(tmp / "vectors", sentence_rows + question_rows, sentence_texts + question_texts, sentence_matrix,
                                 questions=[False] * len(sentence_texts) + [True] * len(question_texts))
+        ann = ann_indexes(tmp / "vectors", {vectors.TABLE: len(chunks), vectors.SENTENCES: len(sentence_keys)}, ann_min_rows)
         _write_records(tmp, result)
         manifest = Manifest(
             kwiki_version=__version__,
@@ -323,6 +334,7 @@ def build_index(
                     "skipped": len(result.report.skipped), "duplicates": len(result.report.duplicates)},
             pages_by_type=result.report.pages_by_type,
             embedded=embedded,
+            ann=ann,
             build_seconds=round(time.monotonic() - started, 2),
             created_at=stamp.isoformat(timespec="seconds"),
             build_id=build_id,
@@ -336,6 +348,12 @@ def build_index(
         os.rename(tmp, final)
         _switch(index_dir, build_id)
         return BuildResult(path=final, manifest=manifest, report=result.report, skipped_roots=skipped_roots)
+
+
+def ann_indexes(folder: Path, rows: dict[str, int], min_rows: int) -> dict[str, dict[str, int | str]]:
+    """Give each vector table in ``folder`` with at least ``min_rows`` rows (``rows``: table -> rows) its approximate
+    index; what each got, for the manifest."""
+    return {name: vectors.create_ann_index(folder, name) for name, n in rows.items() if n >= min_rows}
 
 
 #: Sentence vectors per page (a long curated page has a few hundred); a page with more is reported, the rest left out.

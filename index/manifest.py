@@ -30,6 +30,9 @@ class Manifest(BaseModel):
     counts: dict[str, int] = Field(default_factory=dict)
     pages_by_type: dict[str, int] = Field(default_factory=dict)
     embedded: int = 0  # chunks and sentences embedded in this build (the rest came from the cache)
+    #: The approximate indexes of the build's vector tables by table name (``vectors.create_ann_index``: kind, rows,
+    #: partitions); a table not named is searched exactly. Empty for a build under ``settings.ANN_MIN_ROWS`` rows.
+    ann: dict[str, dict[str, int | str]] = Field(default_factory=dict)
     build_seconds: float = 0.0
     created_at: str
     build_id: str

@@ -54,6 +54,10 @@ class RankingParams(BaseModel):
     short_query_words: int = Field(2, ge=0, description="A query of at most this many words that names an alias is "
                                    "embedded with what the alias stands for: an acronym alone is noise to the model")
     short_query_phrases: int = Field(3, ge=0, description="Phrases of the alias group added to such a query")
+    # ---- approximate vector search (a build with an approximate index only: ``settings.ANN_MIN_ROWS``)
+    ann_nprobes: int = Field(40, ge=1, description="IVF partitions of the approximate index searched per query "
+                             "vector, of about sqrt(rows) (``vectors.ann_partitions``): 40 of 790 found the exact top "
+                             "10 at recall 0.98 on 636k noisy copies of the real vectors, 20 at 0.95 (benchmarks/scale.py)")
     # ---- fusion and roll-up
     bm25_weight: float = Field(0.45, ge=0, description="Weight of min-max normalized BM25 in the convex fusion")
     vector_weight: float = Field(0.55, ge=0, description="Weight of min-max normalized vector scores in the fusion")

@@ -193,7 +193,7 @@ def blend_pages(plan: Plan, c: Candidates, params: RankingParams, index: "Search
         weights.append(params.blend_page_bm25)
     if plan.vector is not None and params.blend_page_vector > 0:
         rows = index.vindex.page_max(plan.vector, index.page_index, len(index.page_keys),
-                                     plan.mask[1] if plan.mask else None, params.candidates)
+                                     plan.mask[1] if plan.mask else None, params.candidates, params)
         lists.append([index.page_keys[r] for r, _ in rows])
         weights.append(params.blend_page_vector)
     if len(lists) == 1:

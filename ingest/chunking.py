@@ -98,11 +98,11 @@ def _split_long(block: Block) -> list[Block]:
     if block.code:
         if len(lines) <= MAX_FENCE_LINES:
             return [block]
-        pieces = []
+        segments = []
         for j in range(0, len(lines), MAX_FENCE_LINES):
             seg = lines[j : j + MAX_FENCE_LINES]
-            pieces.append(Block("\n".join(seg), block.start + j, block.start + j + len(seg), code=True))
-        return pieces
+            segments.append(Block("\n".join(seg), block.start + j, block.start + j + len(seg), code=True))
+        return segments
     if _words(block.text) <= MAX_WORDS:
         return [block]
     pieces: list[Block] = []

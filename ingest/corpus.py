@@ -73,8 +73,8 @@ def corpus_root(spec: str | Path) -> CorpusRoot:
     """``PATH`` or ``NAME=PATH``; the project's own ``corpus/`` (or its copy installed with the package) is named ``kwiki``."""
     text = str(spec)
     if "=" in text and not Path(text).exists():
-        name, _, path = text.partition("=")
-        return CorpusRoot(name.strip(), Path(path).expanduser())
+        name, _, raw = text.partition("=")
+        return CorpusRoot(name.strip(), Path(raw).expanduser())
     path = Path(text).expanduser()
     resolved = path.resolve()
     name = "kwiki" if resolved == EMBEDDED_CORPUS.resolve() or (resolved.name == "corpus" and (resolved.parent / "pyproject.toml").exists()) \
@@ -354,7 +354,7 @@ def chunk_page(page: Page) -> list[Chunk]:
     chunks: list[Chunk] = []
     if not parts:
         text = _meta_text(page)
-        parts_iter = [([], text, 1, max(page.body_line - 1, 1), "meta")]
+        parts_iter: list[tuple[list[str], str, int, int, str]] = [([], text, 1, max(page.body_line - 1, 1), "meta")]
     else:
         parts_iter = [(p.heading_path, p.text, p.line_start, p.line_end, p.kind) for p in parts]
     for n, (heading, text, start, end, kind) in enumerate(parts_iter):

@@ -41,7 +41,7 @@ class _Loader(yaml.SafeLoader):
         self._aliases = 0
         self._nodes = 0
 
-    def compose_node(self, parent, index):  # type: ignore[override]
+    def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
             self._aliases += 1
             if self._aliases > MAX_ALIASES:

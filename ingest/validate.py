@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .corpus import MAX_QUESTIONS, MAX_QUESTION_CHARS, CorpusRoot, load_vocabulary, read_corpora
+from .corpus import MAX_QUESTIONS, MAX_QUESTION_CHARS, CorpusRoot, IngestResult, load_vocabulary, read_corpora
 from .frontmatter import FrontmatterError, parse_yaml
 from .models import FACETS, Page
 
@@ -147,7 +147,7 @@ def _links(page: Page, root: Path, by_path: dict[str, Page]) -> list[Problem]:
     return out
 
 
-def _artifacts(root: Path, result, by_id: dict[str, Page]) -> list[Problem]:
+def _artifacts(root: Path, result: IngestResult, by_id: dict[str, Page]) -> list[Problem]:
     out = []
     for art in result.artifacts:
         if art.kind != "provenance":

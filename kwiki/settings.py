@@ -41,6 +41,16 @@ MAX_K = 100
 MAX_QUERY_CHARS = 2000
 #: Pages attached to each signal of a diagnosis: the pattern, its fix and one more.
 PAGES_PER_SIGNAL = 5
+#: Ledger candidates a tiered search returns beside the pages (what was tried on the same problem), and the most it may.
+EXPERIENCE_K = 5
+MAX_EXPERIENCE_K = 50
+#: Knowledge pages above the candidates in `kwiki ledger search`: the direction; the candidates are the point.
+LEDGER_PAGES = 5
+#: A vector table of a build (chunks; sentences and listed questions) with at least this many rows also gets an
+#: approximate index (``index.vectors.create_ann_index``) and search uses it: exact search is one product over every
+#: row, linear in the rows, and at 62,560 chunks it took 22 ms p50 on the 2 cores (benchmarks/results/scale-1-10.json),
+#: the whole p50 budget of GET /search (19.8 ms at 6k chunks, README), against 0.27 ms at 6,256.
+ANN_MIN_ROWS = 50_000
 
 
 def _default_index_dir() -> Path:
@@ -80,6 +90,8 @@ class Settings(BaseSettings):
     max_k: int = Field(default=MAX_K, ge=1, description="Most pages one search may return")
     max_upload_bytes: int = Field(default=MAX_UPLOAD_BYTES, ge=1024, description="Larger request bodies get a 413")
     max_page_bytes: int = Field(default=MAX_PAGE_BYTES, ge=1024, description="Larger files are skipped at ingest")
+    ann_min_rows: int = Field(default=ANN_MIN_ROWS, ge=1, description="A vector table of at least this many rows gets "
+                              "an approximate index at ingest, which search then uses (smaller: exact search)")
     admin_token: str | None = Field(default=None, description="Enables state-changing endpoints when set")
     cors_origins: Annotated[list[str], NoDecode] = Field(
         default_factory=list, description="Origins allowed by CORS: a comma-separated list or a JSON list")

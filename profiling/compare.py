@@ -214,7 +214,7 @@ def _compare_kernel(kb: str, ka: str, how: str, b: _Side, a: _Side) -> KernelCom
         warnings.append(f"SM clocks differ: {fb / 1e6:.0f} MHz before, {fa / 1e6:.0f} MHz after; the durations are not comparable "
                         "(capture both with the same --clock-control)")
     return KernelComparison(
-        before_kernel=kb, after_kernel=ka, matched_by=how, before_launches=len(rb), after_launches=len(ra),  # type: ignore[arg-type]
+        before_kernel=kb, after_kernel=ka, matched_by=how, before_launches=len(rb), after_launches=len(ra),
         before_ns=round(mb, 1), after_ns=round(ma, 1), speedup=speedup, noise=band, verdict=judge_speedup(speedup, band),
         before_top=db.top, after_top=da.top,
         resolved=[SignalChange(signal=s, before=v) for s, v in sorted(sb.items(), key=lambda x: -x[1]) if s not in sa],

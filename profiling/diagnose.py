@@ -232,9 +232,9 @@ def diagnose_text(text: str, deadline: float | None = None) -> DiagnoseResponse:
         for m in _PAIR.finditer(scan):
             found.setdefault(m.group(1), f"{m.group(2)} {m.group(3) or ''}".strip())
         for line in scan.splitlines():
-            m = _LINE.match(line) if len(line) <= MAX_CONSOLE_LINE else None
-            if m and cat.resolve(m.group(1)) is not None:
-                found.setdefault(m.group(1), f"{m.group(3)} {m.group(2) or ''}".strip())
+            row = _LINE.match(line) if len(line) <= MAX_CONSOLE_LINE else None
+            if row and cat.resolve(row.group(1)) is not None:
+                found.setdefault(row.group(1), f"{row.group(3)} {row.group(2) or ''}".strip())
         profile = parse_metrics_dict(found) if found else LaunchProfile()
         paras = _BLANK_LINES.split(text[:TEXT_RULE_CHARS])
         profile.rules = [RuleResult(name="pasted", description=para[:4000]) for para in paras if para.strip()][:TEXT_MAX_RULES]

@@ -178,7 +178,7 @@ def parse_source_page(data: bytes, top: int = TOP_HOTSPOTS) -> HotspotReport:
             rec = dict(zip(header, row))  # the two "Source" columns collapse; the code text is read by position
             if has_line and row[0].strip():
                 ln = int(_num(row[0]))
-                key = (file, function, ln, None)
+                key: tuple[str, str, int | None, str | None] = (file, function, ln, None)
                 if key not in lines:
                     lines[key] = _Line(file, function, ln, None, row[src_i].strip() if src_i is not None else "")
                     order.append(lines[key])

@@ -123,9 +123,9 @@ def message_hits(rules: Iterable[Any]) -> list[dict[str, Any]]:
             hits.append({"signal": signal, "magnitude": round(max(0.0, min(1.0, mag if mag is not None else 0.3)), 4),
                          "rule": name, "text": quote[:300]})
 
-        if _SMALL.search(text) or _TOO_SMALL.search(text):
-            m = _SMALL.search(text)
-            add("small-grid", 1 - float(m.group(1)) / float(m.group(2)) if m and float(m.group(2)) > 0 else est, (m or _TOO_SMALL.search(text)).group(0))
+        if m := _SMALL.search(text) or _TOO_SMALL.search(text):
+            small = _SMALL.search(text)
+            add("small-grid", 1 - float(small.group(1)) / float(small.group(2)) if small and float(small.group(2)) > 0 else est, m.group(0))
         if m := _WAVES.search(text) or _UPTO.search(text):
             up = _UPTO.search(text)
             add("tail-effect", est if est is not None else (float(up.group(1)) / 100 if up else None), m.group(0))
@@ -142,9 +142,9 @@ def message_hits(rules: Iterable[Any]) -> list[dict[str, Any]]:
             if m := pat.search(text):
                 add(sig, est, m.group(0))
         if name == "ThreadDivergence" or _THREADS.search(text):
-            add("warp-divergence", est, (_THREADS.search(text) or re.search(r".{0,80}", text)).group(0))
-        if _IMBALANCE.search(text):
-            add("load-imbalance", est * 0.5 if est is not None else None, _IMBALANCE.search(text).group(0))
+            add("warp-divergence", est, m.group(0) if (m := _THREADS.search(text)) else text.split("\n", 1)[0][:80])
+        if m := _IMBALANCE.search(text):
+            add("load-imbalance", est * 0.5 if est is not None else None, m.group(0))
         if (m := _PIPE.search(text)) and float(m.group(2)) >= 70:
             sig = "tensor-pipe-bound" if m.group(1).lower() == "tensor" else "fma-bound"
             add(sig, 0.6 * float(m.group(2)) / 100, m.group(0))

@@ -337,7 +337,8 @@ def parse_metrics_dict(obj: dict[str, Any], catalog: Catalog | None = None, laun
     if not isinstance(obj, dict):
         raise BadInput("metrics must be an object {metric name: value}")
     p = LaunchProfile(launch_id=launch_id)
-    metrics = obj.get("metrics") if isinstance(obj.get("metrics"), dict) else obj
+    inner = obj.get("metrics")
+    metrics: dict[str, Any] = inner if isinstance(inner, dict) else obj
     if metrics is not obj:
         p.kernel = str(obj.get("kernel") or obj.get("kernel_name") or p.kernel)[:500]
         p.launch_id = str(obj.get("launch_id", obj.get("id", launch_id)))[:50]
@@ -367,10 +368,10 @@ def _num(raw: Any) -> float | None:
         return None
     if isinstance(raw, (int, float)):
         try:
-            v = float(raw)
+            number = float(raw)
         except OverflowError:  # an integer of hundreds of digits
             return None
-        return v if math.isfinite(v) else None
+        return number if math.isfinite(number) else None
     if isinstance(raw, str):
         if len(raw) > 100:  # no value is longer; the bound also keeps the match below linear
             return None
@@ -438,7 +439,7 @@ def _report_profiles(ctx: Any, cat: Catalog) -> Iterable[LaunchProfile]:
                 p.rules.append(RuleResult(
                     section=str(rd.get("section_identifier") or "")[:200], name=str(rd.get("rule_identifier") or rd.get("name") or "rule")[:200],
                     type="INF" if msg.get("type") == 1 else "OPT", description=str(msg.get("message") or "")[:4000],
-                    speedup_type={1: "local", 2: "global"}.get(est.get("type"), ""), speedup=parse_number(est.get("speedup")),
+                    speedup_type={1: "local", 2: "global"}.get(kind, "") if isinstance(kind := est.get("type"), int) else "", speedup=parse_number(est.get("speedup")),
                 ))
             yield p
 
@@ -454,7 +455,7 @@ def _rule_dicts(act: Any) -> list[dict[str, Any]]:
 def ncu_report_module() -> Any:
     """The imported ``ncu_report`` module, or None."""
     try:
-        import ncu_report  # type: ignore[import-not-found]
+        import ncu_report
     except ImportError:
         return None
     return ncu_report

@@ -43,7 +43,7 @@ def unwrap(data: bytes, filename: str = "", max_bytes: int = MAX_BYTES) -> tuple
 
 def _decompress(data: bytes, max_bytes: int) -> bytes:
     try:
-        import zstandard  # type: ignore[import-not-found]
+        import zstandard
     except ImportError:
         zstandard = None
     if zstandard is not None:

@@ -132,7 +132,7 @@ def route(text: str) -> list[dict[str, Any]]:
         if reason in STALL_SIGNAL:
             sig, conf = STALL_SIGNAL[reason]
             add(sig, min(0.9, conf + 0.05), f"ncu CPIStall message: {reason}")
-    out = []
+    out: list[dict[str, Any]] = []
     for sig, found in hits.items():
         miss = 1.0
         for conf, _ in found:

@@ -136,7 +136,7 @@ def parse_timelines(data: bytes) -> list[Timeline]:
     if header is None or units is None:
         return []
     cols = [i for i, h in enumerate(header) if h.startswith("pmsampling:") or ".TriageCompute." in h]
-    out = []
+    out: list[Timeline] = []
     for row in itertools.islice(rows, MAX_LAUNCHES):
         rec = dict(zip(header, row))
         series: dict[str, list[float]] = {}

@@ -17,6 +17,7 @@ import typer
 
 from kwiki import __version__
 from kwiki.service.cli_common import BuildsDir, IndexDir, JsonOut, Local, Url, load_settings, print_json, reported, server_for
+from kwiki.settings import DEFAULT_K, PAGES_PER_SIGNAL
 
 if TYPE_CHECKING:
     from kwiki.index.results import PageResponse, SearchResponse
@@ -137,7 +138,7 @@ def _print_report(console: Any, result: Any) -> None:
 @app.command()
 def search(
     query: Annotated[str, typer.Argument(help="Question, symptom, metric name or NCU rule message")],
-    k: Annotated[int, typer.Option("-k", help="Number of pages")] = 10,
+    k: Annotated[int, typer.Option("-k", help="Number of pages")] = DEFAULT_K,
     type: Annotated[Optional[list[str]], typer.Option("--type", help="Page type filter; repeatable")] = None,
     tag: Annotated[Optional[list[str]], typer.Option("--tag")] = None,
     architecture: Annotated[Optional[list[str]], typer.Option("--arch", help="sm90, sm100, B200, H100 ...")] = None,
@@ -447,7 +448,7 @@ def _read_bounded(path: Path, limit: int) -> bytes:
 @app.command()
 def diagnose(
     path: Annotated[Path, typer.Argument(help="ncu export: --page raw --csv, --page details --csv, plain --csv, JSON {metric: value}, .ncu-rep(z); '-' reads stdin")],
-    k: Annotated[int, typer.Option("-k", help="Pages per signal")] = 5,
+    k: Annotated[int, typer.Option("-k", help="Pages per signal")] = PAGES_PER_SIGNAL,
     index_dir: IndexDir = None,
     baseline: Annotated[Optional[Path], typer.Option("--baseline", help="The parent's export: compare PATH against it")] = None,
     kernel: Annotated[Optional[str], typer.Option("--kernel", help="Only the launches of kernels whose name contains this")] = None,

@@ -37,7 +37,7 @@ from kwiki.ledger import (
     open_ledger,
     validation_reason,
 )
-from kwiki.settings import DEFAULT_K, PAGES_PER_SIGNAL, Settings
+from kwiki.settings import DEFAULT_K, EXPERIENCE_K, MAX_EXPERIENCE_K, PAGES_PER_SIGNAL, Settings
 
 if TYPE_CHECKING:  # imported where used: `kwiki page` and `kwiki signals` never load the search engine or the model
     from kwiki.index.pages import PageStore
@@ -52,8 +52,6 @@ log = logging.getLogger("kwiki")
 #: The builds a request was answered from: an HTTP middleware (``service/build_header.py``) puts a list here for each
 #: request and :meth:`Kwiki.get` appends the id of the build it hands out; the threads a request runs in share it.
 answering_builds: ContextVar[list[str] | None] = ContextVar("kwiki_answering_builds", default=None)
-#: Candidates shown in the experience tier of a search (``/search``'s ``experience``, ``/ledger/search``).
-DEFAULT_EXPERIENCE_K = 5
 
 
 class SearchFilters(BaseModel):
@@ -90,7 +88,7 @@ class SearchQuery(SearchRequest):
 class TieredQuery(SearchQuery):
     """``/ledger/search``: a search, and how many candidates to show after the pages (of which status)."""
 
-    experience_k: int = Field(DEFAULT_EXPERIENCE_K, ge=1, le=50, description="number of candidates")
+    experience_k: int = Field(EXPERIENCE_K, ge=1, le=MAX_EXPERIENCE_K, description="number of candidates")
     status: str | None = Field(None, description="only candidates with this status, e.g. rejected")
 
 
@@ -125,7 +123,7 @@ def run_search(searcher: Searcher, req: SearchRequest, settings: Settings, ledge
     else:
         resp = searcher.search(req.q, k=req.k, filters=filters, max_chars=settings.max_query_chars, max_k=settings.max_k)
     if ledger is not None:
-        tier_k = req.k if ledger_only else DEFAULT_EXPERIENCE_K
+        tier_k = req.k if ledger_only else EXPERIENCE_K
         shown = {h.id for h in resp.hits}  # a candidate also indexed as a page (kwiki ingest --ledger) is shown once
         try:
             tier = experience_tier(searcher, req, settings, k=tier_k + len(shown), ledger=ledger)["hits"]
@@ -182,7 +180,7 @@ def page_view(searcher: Searcher | PageStore, key: str, ledger: Ledger | None = 
     return resp
 
 
-def experience_tier(searcher: Searcher, req: SearchRequest, settings: Settings, k: int = DEFAULT_EXPERIENCE_K,
+def experience_tier(searcher: Searcher, req: SearchRequest, settings: Settings, k: int = EXPERIENCE_K,
                     status: str | None = None, ledger: Ledger | None = None) -> dict[str, Any]:
     """The candidates of ``ledger`` most relevant to ``req.q`` under the same filters (the ledger's text search:
     :meth:`kwiki.ledger.Ledger.search`). Returns ``{"hits": [...], "total_candidates": n}``; each hit carries the
@@ -201,7 +199,7 @@ def experience_tier(searcher: Searcher, req: SearchRequest, settings: Settings, 
 
 
 def tiered_search(searcher: Searcher, req: SearchRequest, settings: Settings,
-                  experience_k: int = DEFAULT_EXPERIENCE_K, status: str | None = None,
+                  experience_k: int = EXPERIENCE_K, status: str | None = None,
                   ledger: Ledger | None = None) -> dict[str, Any]:
     """``{"query", "pages": <SearchResponse>, "experience": <experience_tier>}``: the pages that explain the
     question, then the candidates that tried a fix (one corpus search, one ledger query); a candidate already among
@@ -392,7 +390,7 @@ class Kwiki:
     def page(self, key: str) -> PageResponse:
         return page_view(self.get(), key, self.ledger)
 
-    def tiered_search(self, req: SearchRequest, experience_k: int = DEFAULT_EXPERIENCE_K,
+    def tiered_search(self, req: SearchRequest, experience_k: int = EXPERIENCE_K,
                       status: str | None = None) -> dict[str, Any]:
         return tiered_search(self.get(), req, self.settings, experience_k, status, self.ledger)
 
@@ -428,6 +426,6 @@ class Kwiki:
                                 baseline_filename=baseline_filename, kernel=kernel, source=source, deadline=deadline)
 
 
-__all__ = ["DEFAULT_EXPERIENCE_K", "answering_builds", "FILTERS", "Kwiki", "SearchFilters", "SearchQuery", "SearchRequest", "TieredQuery",
+__all__ = ["FILTERS", "Kwiki", "SearchFilters", "SearchQuery", "SearchRequest", "TieredQuery", "answering_builds",
            "add_candidate", "candidate_lineage", "experience_tier", "index_page_ids", "page_view", "parse_candidate", "run_search",
            "set_status", "signals_doc", "tiered_search"]

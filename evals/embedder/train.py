@@ -17,6 +17,7 @@ import hashlib
 import json
 import random
 import time
+from typing import Any
 
 import numpy as np
 import torch
@@ -26,7 +27,7 @@ from transformers import AutoModel, AutoTokenizer
 TARGETS = ["query", "key", "value", "attention.output.dense", "intermediate.dense", "output.dense"]
 
 
-def pool(model, batch):  # noqa: ANN001
+def pool(model: Any, batch: Any) -> Any:
     hidden = model(**batch).last_hidden_state
     mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
     return torch.nn.functional.normalize((hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9), dim=-1)
@@ -89,7 +90,8 @@ def main() -> None:
             "scale": args.scale, "seed": args.seed, "pairs": len(rows),
             "pairs_sha256": hashlib.sha256(open(args.pairs, "rb").read()).hexdigest(), "targets": TARGETS,
             "seconds": round(time.time() - started, 1)}
-    np.savez_compressed(args.out, scaling=np.array(2.0), meta=np.array(json.dumps(meta)), **arrays)
+    saved: dict[str, Any] = {"scaling": np.array(2.0), "meta": np.array(json.dumps(meta)), **arrays}
+    np.savez_compressed(args.out, **saved)
     print(json.dumps(meta))
 
 

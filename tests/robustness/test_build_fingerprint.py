@@ -32,6 +32,7 @@ INPUTS = [
     (corpus, "MAX_QUESTIONS", 2),
     (bm25, "LAYOUT_VERSION", 999),
     (bm25, "FIELDS", (*bm25.FIELDS, "extra_field")),
+    (vectors, "ANN_INDEX", "IVF_PQ"),
 ]
 
 
@@ -57,8 +58,10 @@ def test_unchanged_inputs_do_not_rebuild(built, embedder, embed_cache):
 def test_manifest_records_every_input(built):
     fp = manifest.read_manifest(build.current_build(built)).fingerprint
     assert set(fp) == {"kwiki_version", "schema_version", "chunker_version", "model", "embed_version", "embed_filter",
-                       "sentence_types", "sentence_min_words", "questions", "bm25_layout", "max_page_bytes"}
+                       "sentence_types", "sentence_min_words", "questions", "bm25_layout", "max_page_bytes", "ann"}
     assert fp["chunker_version"] == chunking.CHUNKER_VERSION and fp["max_page_bytes"] == str(MAX_PAGE)
+    # the size from which a build gets an approximate index decides what it holds
+    assert build_fingerprint(MAX_PAGE, model=fp["model"].split(" ")[0], ann_min_rows=10)["ann"] != fp["ann"]
 
 
 @pytest.mark.parametrize(("module", "name", "value"), INPUTS, ids=[f"{m.__name__.rsplit('.', 1)[-1]}.{n}" for m, n, _ in INPUTS])

@@ -118,3 +118,64 @@ def test_a_page_whose_sections_cover_every_clause_ranks_up():
     assert blended[0] == pytest.approx((1 - P.clause_page_share) * 0.5 + P.clause_page_share * 1.0)
     assert blended[0] > blended[2] == pytest.approx(alone[2])
     assert dict(index.search(eye[0], 3, None, P, pages=pages)) == dict(index.search(eye[0], 3, None, P))  # one vector: no blending
+
+
+class _Nearest:
+    """An approximate index that names fixed rows whatever the limit (what ``AnnTable.nearest`` returns), recording
+    its calls."""
+
+    def __init__(self, name: str, rows: list[int]) -> None:
+        self.name, self.rows, self.calls = name, np.array(rows, dtype=np.int64), 0
+
+    def nearest(self, queries, limit, nprobes):
+        self.calls += 1
+        return np.tile(self.rows, len(queries))
+
+
+def test_candidate_rows_are_scored_as_exact_search_scores_them():
+    from kwiki.index.vectors import VectorIndex
+
+    rng = np.random.default_rng(7)
+    m = rng.normal(size=(40, DIM)).astype(np.float32)
+    m /= np.linalg.norm(m, axis=1, keepdims=True)
+    sents = rng.normal(size=(30, DIM)).astype(np.float32)
+    sents /= np.linalg.norm(sents, axis=1, keepdims=True)
+    srows = rng.integers(0, 40, size=30)
+    qs = rng.normal(size=(3, DIM)).astype(np.float32)
+    exact = VectorIndex(m, sents, srows, [f"s{i}" for i in range(30)], np.arange(30) % 4 == 0)
+    rows = np.array([0, 3, 4, 17, 39])
+    assert exact._row_scores(rows, qs, P, True) == pytest.approx(exact._scores(qs, P, True)[rows])
+    assert exact._row_scores(rows, qs, P, False, False) == pytest.approx(exact._scores(qs, P, False, False)[rows])
+    # with an index that names every row, search and page_max give exact search's answer
+    pages = np.arange(40) // 4
+    ann = VectorIndex(m, sents, srows, [f"s{i}" for i in range(30)], np.arange(30) % 4 == 0,
+                      ann_chunks=_Nearest("chunks", list(range(40))), exact_below=5)  # type: ignore[arg-type]
+    def same(a: list[tuple[int, float]], b: list[tuple[int, float]]) -> bool:
+        return [r for r, _ in a] == [r for r, _ in b] and [s for _, s in a] == pytest.approx([s for _, s in b])
+
+    for q in (qs, qs[0]):
+        assert same(ann.search(q, 10, None, P, pages=pages), exact.search(q, 10, None, P, pages=pages))
+    assert same(ann.page_max(qs[0], pages, 10, None, 5, P), exact.page_max(qs[0], pages, 10, None, 5, P))
+    assert ann.describe(P).startswith("ivf_flat (chunks") and exact.describe(P) == "exact"
+
+
+def test_the_approximate_path_scores_only_the_rows_its_index_names_and_a_small_filter_goes_exact():
+    from kwiki.index.vectors import VectorIndex
+
+    eye = np.eye(DIM, dtype=np.float32)
+    m = eye[:8]
+    chunks, sentences = _Nearest("chunks", [2, 5]), _Nearest("sentences", [1])
+    # sentence 0 stands for chunk 6, sentence 1 (a listed question) for chunk 7
+    index = VectorIndex(m, np.stack([eye[10], eye[11]]), np.array([6, 7]), ["s", "q?"], np.array([False, True]),
+                        ann_chunks=chunks, ann_sentences=sentences, exact_below=3)  # type: ignore[arg-type]
+    assert index.ann_rows(eye[:1], 10, None, P).tolist() == [2, 5, 7]
+    assert index.ann_rows(eye[:1], 10, None, P, questions=False).tolist() == [2, 5]
+    hits = dict(index.search(eye[5], 10, None, P))
+    assert set(hits) == {2, 5, 7} and hits[5] == pytest.approx(1.0)  # chunk 0 (an exact match elsewhere) is not named
+    small = np.zeros(8, dtype=bool)
+    small[[0, 1]] = True  # a filter keeping 2 < exact_below rows: those rows, exactly
+    calls = chunks.calls
+    assert dict(index.search(eye[0], 10, small, P)) == pytest.approx({0: 1.0, 1: 0.0}) and chunks.calls == calls
+    big = np.ones(8, dtype=bool)
+    big[5] = False  # a filter keeping many rows: the index's rows it keeps
+    assert set(dict(index.search(eye[5], 10, big, P))) == {2, 7}
