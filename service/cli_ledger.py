@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 
 from kwiki.service.cli_common import Local, Url, load_settings, print_json, reported, server_for
+from kwiki.settings import EXPERIENCE_K, LEDGER_PAGES
 
 if TYPE_CHECKING:
     from kwiki.ledger import Candidate, Ledger
@@ -224,8 +225,8 @@ def import_(
 @app.command()
 def search(
     query: Annotated[str, typer.Argument(help="Question, symptom or metric")],
-    k: Annotated[int, typer.Option("-k", help="Number of knowledge pages")] = 5,
-    experience_k: Annotated[int, typer.Option("--experience-k", "-e", help="Number of candidates")] = 5,
+    k: Annotated[int, typer.Option("-k", help="Number of knowledge pages")] = LEDGER_PAGES,
+    experience_k: Annotated[int, typer.Option("--experience-k", "-e", help="Number of candidates")] = EXPERIENCE_K,
     status: Annotated[Optional[str], typer.Option("--status", help="Only candidates with this status (rejected: what failed)")] = None,
     index_dir: Annotated[Optional[Path], typer.Option("--index-dir", help="Index root (default: $KWIKI_INDEX_DIR or .kwiki/index)")] = None,
     workspace: Workspace = None,

@@ -42,7 +42,7 @@ from kwiki.index.results import SearchResponse
 from kwiki.ledger import PAGE_TYPE, Benchmark, Candidate, attach_diagnosis, candidate_fields, lineage
 from kwiki.profiling.compare import Comparison
 from kwiki.profiling.diagnose import DiagnoseResponse
-from kwiki.settings import Settings
+from kwiki.settings import EXPERIENCE_K, MAX_EXPERIENCE_K, PAGES_PER_SIGNAL, Settings
 
 from .compact import (
     CompactCandidate,
@@ -76,6 +76,10 @@ M = TypeVar("M", bound=BaseModel)
 #: the schema's bound for k (annotations are evaluated at module level, so not the live settings;
 #: a lower KWIKI_MAX_K is still enforced by the Searcher, as for HTTP)
 MAX_K: int = Settings.model_fields["max_k"].default
+#: an agent's context is the scarce resource: MCP searches return fewer pages than HTTP's DEFAULT_K (docs/mcp.md)
+MCP_K = 5
+#: pages above the candidates in an MCP ledger search (the candidates are what the agent asked for)
+MCP_LEDGER_PAGES = 3
 #: pages a metric lookup names (the catalog says what a metric is; these pages say what to do about it)
 METRIC_PAGES = 3
 #: spellings offered when a metric name is unknown
@@ -238,7 +242,7 @@ def build_server(settings: Settings, backend: Backend | None = None) -> MCPServe
         "GET /search. Then read a hit with get_section (its `section`) or get_page."))
     def search(
         query: Annotated[str, Field(description="The question, symptom, metric name or rule message", min_length=1)],
-        k: Annotated[int, Field(description="Number of pages to return", ge=1, le=MAX_K)] = 5,
+        k: Annotated[int, Field(description="Number of pages to return", ge=1, le=MAX_K)] = MCP_K,
         filters: Annotated[SearchFilters | None, Field(description="Optional filters")] = None,
     ) -> Annotated[CallToolResult, CompactSearch]:
         f = filters or SearchFilters()
@@ -290,7 +294,7 @@ def build_server(settings: Settings, backend: Backend | None = None) -> MCPServe
         metrics: Annotated[dict[str, float | str] | None, Field(
             description="Metric values, e.g. {\"launch__grid_size\": 32, \"launch__sm_count\": 132}")] = None,
         text: Annotated[str | None, Field(description="Pasted ncu output or rule messages", max_length=1_000_000)] = None,
-        k: Annotated[int, Field(description="Pages per signal", ge=1, le=20)] = 5,
+        k: Annotated[int, Field(description="Pages per signal", ge=1, le=20)] = PAGES_PER_SIGNAL,
         source: Annotated[str | None, Field(description="With `path`: the same report's `--page source --csv` export, for hotspots")] = None,
         candidate: Annotated[str | None, Field(description="Ledger candidate (task/id) to attach the diagnosis to")] = None,
     ) -> Annotated[CallToolResult, CompactDiagnosis]:
@@ -366,8 +370,8 @@ def build_server(settings: Settings, backend: Backend | None = None) -> MCPServe
     def ledger_search(
         query: Annotated[str, Field(description="The question, symptom or technique", min_length=1)],
         status: Annotated[Literal["candidate", "promoted", "rejected"] | None, Field(description="Only candidates with this status")] = None,
-        k: Annotated[int, Field(description="Number of pages", ge=1, le=MAX_K)] = 3,
-        experience_k: Annotated[int, Field(description="Number of candidates", ge=1, le=50)] = 5,
+        k: Annotated[int, Field(description="Number of pages", ge=1, le=MAX_K)] = MCP_LEDGER_PAGES,
+        experience_k: Annotated[int, Field(description="Number of candidates", ge=1, le=MAX_EXPERIENCE_K)] = EXPERIENCE_K,
     ) -> Annotated[CallToolResult, LedgerSearch]:
         return _guarded(lambda: _ledger_search(kw, query, status, k, experience_k))
 
