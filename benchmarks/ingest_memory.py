@@ -46,6 +46,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--factors", default="1,10,100")
     ap.add_argument("--work", type=Path, default=Path("/tmp/kwiki-scale"))
+    ap.add_argument("--titles-only", action="store_true", help="synthetic_corpus.py --titles-only")
     ap.add_argument("--seed-cache", type=Path, default=REPO / ".kwiki" / "cache",
                     help="embedding caches of earlier builds (.npz): the real vectors of the original pages")
     args = ap.parse_args()
@@ -68,12 +69,14 @@ def main() -> None:
         else:
             t = time.time()
             subprocess.run([sys.executable, str(REPO / "benchmarks" / "synthetic_corpus.py"), "--factor", str(factor),
-                            "--out", str(args.work / f"x{factor}"), "--cache", str(cache)], check=True)
+                            "--out", str(args.work / f"x{factor}"), "--cache", str(cache),
+                            *(["--titles-only"] if args.titles_only else [])], check=True)
             gen_s = round(time.time() - t, 1)
             roots = [f"kwiki={args.work / f'x{factor}' / 'kwiki'}", f"kernelwiki={args.work / f'x{factor}' / 'kernelwiki'}"]
-        row = {"factor": factor, "generate_s": gen_s, **ingest(index, roots)}
+        row = {"factor": factor, "copies": "as they are" if factor == 1 else "titles-only" if args.titles_only
+               else "words dropped", "generate_s": gen_s, **ingest(index, roots)}
         print(json.dumps(row), flush=True)
-        rows = [r for r in rows if r["factor"] != factor] + [row]
+        rows = [r for r in rows if (r["factor"], r.get("copies")) != (factor, row["copies"])] + [row]
         out.write_text(json.dumps({"command": "python benchmarks/ingest_memory.py", "rows": sorted(rows, key=lambda r: r["factor"])},
                                   indent=1) + "\n")
 

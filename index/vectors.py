@@ -353,9 +353,9 @@ def _matrix(table: "pa.Table") -> np.ndarray:
 #: The approximate index a large vector table gets: lancedb's IVF-FLAT over inner products. Its k-means partitions
 #: hold the vectors themselves, so the rows of the partitions a query probes are scored exactly (nothing to refine);
 #: what it can miss is a near row in a partition not probed. On 636,000 noisy copies of the real chunk vectors
-#: (``benchmarks/scale.py``, idle 2 cores) it built in 28 s and found the exact top 10 at recall 0.98 (nprobes 40 of
-#: 790) in 7 ms; IVF-PQ with the same exact refine of 10x candidates got 0.84 in 14 ms and built in 73 s, IVF-HNSW-SQ
-#: 0.77 (benchmarks/results/scale-100.json).
+#: (``benchmarks/ann_choice.py``, results/ann-choice.json) it built in 28 s and found the exact top 10 at recall
+#: 0.98 (nprobes 40 of 790 partitions) in 7 ms; IVF-PQ with an exact refine of 10x the candidates got 0.84 in 14 ms
+#: and built in 73 s; IVF-HNSW-SQ got 0.77 (results/scale-100.json).
 ANN_INDEX = "IVF_FLAT"
 
 
