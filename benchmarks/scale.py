@@ -242,7 +242,12 @@ def stage_at(build: Path, factor: int, texts: list[str], folder: Path) -> dict:
                       "page_max_p50_ms": round(pct(page_t, 50), 2), "page_max_p95_ms": round(pct(page_t, 95), 2)}
         out[f"{label}_tops"] = tops
     if ann:
-        out["recall@10"] = round(statistics.fmean(len(set(a) & set(e)) / K for a, e in zip(out["approx_tops"], out["exact_tops"])), 4)
+        hits = [len(set(a) & set(e)) / K for a, e in zip(out["approx_tops"], out["exact_tops"])]
+        long = [len(p.vectors) > 1 for p in plans]  # type: ignore[arg-type]
+        out["recall@10"] = round(statistics.fmean(hits), 4)
+        out["recall@10_one_vector"] = round(statistics.fmean([h for h, lg in zip(hits, long) if not lg] or [float("nan")]), 4)
+        out["recall@10_clauses"] = round(statistics.fmean([h for h, lg in zip(hits, long) if lg] or [float("nan")]), 4)
+        out["queries_with_clauses"] = sum(long)
     out = {k: v for k, v in out.items() if not k.endswith("_tops")}
     out |= {"max_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
             "load_avg": round(os.getloadavg()[0], 2)}

@@ -453,6 +453,10 @@ class VectorIndex:
             return []
         queries = np.atleast_2d(query).astype(np.float32)
         rows = self.ann_rows(queries, limit, mask, params, sentences, questions)
+        if rows is not None and queries.shape[0] > 1 and pages is not None and len(pages):
+            # the clauses blend in each page's best chunk per clause: every chunk of a candidate page is scored
+            rows = np.flatnonzero(np.isin(pages, pages[rows]))
+            rows = rows[mask[rows]] if mask is not None else rows
         # chunks x query vectors; with candidate rows, row i of ``each`` is chunk rows[i]
         each = self._scores(queries, params, sentences, questions) if rows is None \
             else self._row_scores(rows, queries, params, sentences, questions)
@@ -483,9 +487,10 @@ class VectorIndex:
     def ann_rows(self, queries: np.ndarray, limit: int, mask: np.ndarray | None, params: RankingParams,
                  sentences: bool = True, questions: bool = True) -> np.ndarray | None:
         """The chunk rows to score for ``queries``: None (every row, exact search) without an approximate index;
-        the rows a filter keeps when they are fewer than ``exact_below``; else the union over the query vectors of
-        their ``limit`` nearest chunks and the chunks of their ``limit`` nearest sentences (and listed questions) by
-        the approximate indexes, sorted. Those are then scored as exact search scores every row."""
+        the rows a filter keeps when they are fewer than ``exact_below``; else the union over the query vectors (and
+        their mean, for several) of their ``limit`` nearest chunks and the chunks of their ``limit`` nearest
+        sentences (and listed questions) by the approximate indexes, sorted. Those are then scored as exact search
+        scores every row."""
         if self.ann_chunks is None:
             return None
         fetch = limit
@@ -494,6 +499,10 @@ class VectorIndex:
             if kept < self.exact_below:
                 return np.flatnonzero(mask)
             fetch = min(self.exact_below, int(np.ceil(fetch * len(mask) / kept)))  # what the filter drops, fetched over
+        if len(queries) > 1:
+            # the clauses of a long query: a chunk's mean score over them is its cosine with their mean vector, so
+            # the mean's nearest chunks are asked for too (each clause's own nearest are not the mean's)
+            queries = np.vstack([queries, queries.mean(axis=0, keepdims=True)])
         found = [self.ann_chunks.nearest(queries, fetch, params.ann_nprobes)]
         if (sentences or questions) and len(self.sentence_rows):
             if self.ann_sentences is not None:
