@@ -21,6 +21,8 @@ from ..robustness.conftest import cli_env, kwiki_cmd
 pytestmark = pytest.mark.slow
 
 TOKEN = "fleet-rollout-token"
+#: A well-formed build id that nothing published: a rollout to it must stop at the first replica, changing nothing.
+UNPUBLISHED = "20990101T000000-00000000"
 CLIENTS = 50
 REPLICAS = 3
 QUERIES = ["only a few SMs are busy at the end", "tensor memory", "tail effect", "TMEM allocation", "persistent kernel"]
@@ -131,6 +133,11 @@ def test_rolling_out_and_back_under_50_clients_fails_nothing_and_leaves_no_old_b
         back = _rollout(builds.old, sock)
         back_done = time.monotonic()
         _wait("answers after the rollback", lambda: answered_after(back_done) >= 100 or bool(failures))
+        # a build the replicas cannot load: the first replica is put back on its build, the rollout stops there
+        refused = subprocess.run(kwiki_cmd("rollout", UNPUBLISHED, "--lb-socket", str(sock), "--timeout", "90"),
+                                 env=cli_env() | {"KWIKI_ADMIN_TOKEN": TOKEN}, capture_output=True, text=True, timeout=300)
+        refused_done = time.monotonic()
+        _wait("answers after the refused rollout", lambda: answered_after(refused_done) >= 50 or bool(failures))
     finally:
         stop.set()
         for t in threads:
@@ -146,5 +153,8 @@ def test_rolling_out_and_back_under_50_clients_fails_nothing_and_leaves_no_old_b
     assert after_out == {builds.new}, f"after the rollout to {builds.new}: {after_out}"
     assert after_back == {builds.old}, f"after the rollback to {builds.old}: {after_back}"
     assert builds.old in {b for at, b in answers if at < out_started} and during <= {builds.old, builds.new}
+    assert refused.returncode == 2 and f"error: r1 refused build {UNPUBLISHED}: 404" in refused.stderr, refused.stderr[-2000:]
+    assert "r1: could not switch; back in rotation" in refused.stderr and "r2" not in refused.stderr
+    assert {b for at, b in answers if at > back_done} == {builds.old}
     assert all(httpx.get(f"{url}/health").json()["build"] == builds.old for url in replicas)
     assert sum(s.up for s in lb.servers()) == REPLICAS  # every replica back in rotation
