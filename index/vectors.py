@@ -259,9 +259,19 @@ def load_matrix(folder: Path) -> tuple[list[str], np.ndarray]:
     """(chunk ids, vectors) from the lancedb table, in table order."""
     import lancedb
 
-    table = lancedb.connect(str(folder)).open_table(TABLE).to_arrow()
-    ids = table.column("chunk_id").to_pylist()
-    return ids, _matrix(table)
+    mapped = _mapped(folder, TABLE)
+    table = lancedb.connect(str(folder)).open_table(TABLE)
+    if mapped is not None:  # the vectors from the mapped file; only the ids from the table
+        return table.search().select(["chunk_id"]).limit(None).to_arrow().column("chunk_id").to_pylist(), mapped
+    arrow = table.to_arrow()
+    return arrow.column("chunk_id").to_pylist(), _matrix(arrow)
+
+
+def _mapped(folder: Path, name: str) -> np.ndarray | None:
+    """The ``<name>.npy`` copy of a table's vectors that a published build carries (``index.publish``), mapped
+    read-only: the processes serving one published build share its pages instead of each holding a copy."""
+    path = folder / f"{name}.npy"
+    return np.load(path, mmap_mode="r") if path.is_file() else None
 
 
 def write_sentences(folder: Path, chunk_rows: list[int], texts: list[str], vectors: np.ndarray,
@@ -295,10 +305,13 @@ def load_sentences(folder: Path) -> tuple[np.ndarray, list[str], np.ndarray, np.
     """(chunk row of each sentence, sentence texts, sentence vectors, which of them are questions)."""
     import lancedb
 
-    table = lancedb.connect(str(folder)).open_table(SENTENCES).to_arrow()
+    mapped = _mapped(folder, SENTENCES)
+    opened = lancedb.connect(str(folder)).open_table(SENTENCES)
+    columns = ["chunk_row", "text", "question"]
+    table = opened.to_arrow() if mapped is None else opened.search().select(columns).limit(None).to_arrow()
     rows = table.column("chunk_row").to_numpy().astype(np.int64)
     questions = table.column("question").to_numpy(zero_copy_only=False).astype(bool)
-    return rows, table.column("text").to_pylist(), _matrix(table), questions
+    return rows, table.column("text").to_pylist(), _matrix(table) if mapped is None else mapped, questions
 
 
 def _vector_column(vectors: np.ndarray) -> "pa.FixedSizeListArray":

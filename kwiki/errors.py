@@ -118,6 +118,30 @@ class UnknownReference(BadRequest):
     code = "unknown_reference"
 
 
+class BuildNotFound(NotFound):
+    """A build id that the builds store (``KWIKI_BUILDS_DIR``) does not hold, or that is not a build id at all."""
+
+    code = "build_not_found"
+
+
+class BuildNotLoaded(Unavailable):
+    """A replica told to serve a build (``KWIKI_BUILD``, a rollout's reload) that it has not loaded: not ready."""
+
+    code = "build_not_loaded"
+
+
+class LoadBalancerError(Unavailable):
+    """haproxy's admin socket cannot be reached, or refused a command (``kwiki rollout``)."""
+
+    code = "load_balancer_unavailable"
+
+
+class RolloutFailed(KwikiError):
+    """A rollout stopped: a replica did not switch, or became ready, in time; the replicas not yet switched are kept."""
+
+    status, code = 502, "rollout_failed"
+
+
 class LedgerUnavailable(Unavailable):
     """The ledger's database cannot be reached or opened (``KWIKI_LEDGER_URL``, or a workspace's SQLite file)."""
 

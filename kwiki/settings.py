@@ -100,6 +100,14 @@ class Settings(BaseSettings):
     header_timeout_s: float = Field(default=10.0, gt=0, description="A connection with no whole request head by then is closed")
     body_timeout_s: float = Field(default=60.0, gt=0, description="A request body still arriving this long after the "
                                   "head deadline is answered 408 and closed (20 MiB at 1 MB/s fits)")
+    builds_dir: Path | None = Field(default=None, description="The store of published builds (`kwiki publish` writes "
+                                    "<builds_dir>/<build id>, never changed after; replicas load from it): a folder shared "
+                                    "by the replicas of a host; default <index_dir>/published")
+    build: str | None = Field(default=None, description="The published build this replica serves (`kwiki serve --build`); "
+                              "/health is 503 `build_not_loaded` until it is loaded. Unset: the index root's `current` build")
+    lb_socket: Path | None = Field(default=None, description="haproxy's admin socket (`stats socket PATH level admin`) "
+                                   "that `kwiki rollout` takes replicas out of rotation and back through")
+    lb_backend: str = Field(default="kwiki", description="The haproxy backend whose servers are the replicas")
     ledger_dir: Path | None = Field(default=None, description="Candidate ledger workspace, a folder holding its SQLite "
                                     "file ledger.sqlite3 (default: <index_dir>/../ledger); unused when ledger_url is set")
     ledger_url: str | None = Field(default=None, description="A shared ledger on PostgreSQL for a team, e.g. "
@@ -110,6 +118,16 @@ class Settings(BaseSettings):
     @classmethod
     def _no_adapter(cls, value: object) -> object:
         return None if isinstance(value, str) and value.strip().lower() in ("", "none") else value
+
+    @field_validator("build", mode="before")
+    @classmethod
+    def _build(cls, value: object) -> object:
+        return (value.strip() or None) if isinstance(value, str) else value
+
+    @property
+    def published_dir(self) -> Path:
+        """Where published builds are: ``builds_dir``, else ``<index_dir>/published``."""
+        return Path(self.builds_dir) if self.builds_dir else Path(self.index_dir) / "published"
 
     @field_validator("ledger_url", mode="before")
     @classmethod

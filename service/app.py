@@ -22,11 +22,13 @@ from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from kwiki import __version__
-from kwiki.errors import BadRequest, Forbidden, IndexMissing, KwikiError, RequestTimeout, Unauthorized
+from kwiki.errors import BadRequest, Forbidden, KwikiError, RequestTimeout, Unauthorized
 from kwiki.index.results import PageResponse, SearchResponse
 from kwiki.settings import Settings, load_settings
 
+from . import readiness
 from .core import Kwiki, SearchQuery, SearchRequest
+from .readiness import Health, NotReady, ReloadRequest, ReloadResponse
 
 log = logging.getLogger("kwiki")
 T = TypeVar("T")
@@ -103,15 +105,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     checked = [Depends(known_query)]
 
-    @app.get("/health", dependencies=checked)
+    @app.get("/health", response_model=Health, dependencies=checked,
+             responses={503: {"model": NotReady, "description": "Not ready: no build, or not the build it was told to serve"}})
     def health() -> Any:
-        """Liveness and the manifest of the index being served."""
-        if state.searcher is None:
-            err = state.error or IndexMissing("no index loaded")
-            return JSONResponse({"status": "no_index", **err.to_dict()}, status_code=503)
-        # Names, not paths: the endpoint is open, and the server's file layout is nobody's business.
-        manifest = state.searcher.manifest.model_dump(exclude={"corpora"})
-        return {"status": "ok", "version": __version__, "index": manifest | {"corpora": sorted(state.searcher.manifest.corpora)}}
+        """Readiness and the build served: 200 when this replica serves the build it was told to (``KWIKI_BUILD``, a
+        reload to a build id; any build when none was named), else 503 (``build_not_loaded``, ``no_index``, ...)."""
+        status, body = readiness.health(state)
+        return body if status == 200 else JSONResponse(body.model_dump(), status_code=status)
 
     @app.get("/search", response_model=SearchResponse, dependencies=checked)
     async def search_get(req: Annotated[SearchQuery, Query()], arch: Annotated[list[str] | None, Query(
@@ -130,14 +130,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         ``wiki/techniques/stream-k``); an unknown id is a 404 whose hint names the nearest ids."""
         return state.page(page_id)
 
-    @app.post("/admin/reload")
-    async def reload(request: Request) -> dict[str, Any]:
-        """Switch to the newest build without dropping a request (needs ``KWIKI_ADMIN_TOKEN``)."""
+    @app.post("/admin/reload", response_model=ReloadResponse)
+    async def reload(request: Request, body: ReloadRequest | None = None) -> ReloadResponse:
+        """Switch builds without dropping a request (needs ``KWIKI_ADMIN_TOKEN``): to published build ``build``
+        (``kwiki publish``; this replica is then not ready until it serves it), else to the expected build or the
+        index's newest. Requests in flight finish on the build they started with."""
         check_token(request, settings)
-        await asyncio.to_thread(state.reload)
-        return {"status": "ok", "index": state.get().manifest.model_dump()}
+        await asyncio.to_thread(state.reload, body.build if body is not None else None)
+        return readiness.reloaded(state)
 
     from kwiki.service import diagnose_api, ledger_api, web
+    from kwiki.service.build_header import BuildHeader
     from kwiki.service.limits import BodySizeLimit, HeadAsGet
 
     app.include_router(diagnose_api.router, dependencies=checked)  # POST /diagnose, GET /signals
@@ -146,6 +149,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_upload_bytes)  # 413 before any endpoint reads a body
     app.add_middleware(HeadAsGet)  # HEAD on every GET route (health checks use it)
+    app.add_middleware(BuildHeader, state=state)  # outermost: X-Kwiki-Build on every response, the 413s included
     return app
 
 

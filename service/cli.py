@@ -9,13 +9,14 @@
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
 from kwiki import __version__
-from kwiki.service.cli_common import IndexDir, JsonOut, Local, Url, load_settings, print_json, reported, server_for
+from kwiki.service.cli_common import BuildsDir, IndexDir, JsonOut, Local, Url, load_settings, print_json, reported, server_for
 from kwiki.settings import DEFAULT_K, PAGES_PER_SIGNAL
 
 if TYPE_CHECKING:
@@ -252,13 +253,20 @@ def serve(
     port: Annotated[Optional[int], typer.Option(help="Port (default 8000)")] = None,
     index_dir: IndexDir = None,
     build_if_missing: Annotated[bool, typer.Option("--build-if-missing", help="Ingest the default corpus when no index exists")] = False,
+    build: Annotated[Optional[str], typer.Option("--build", help="Serve this published build (`kwiki publish`; default "
+                                                 "$KWIKI_BUILD); /health is 503 until it is loaded")] = None,
+    builds_dir: BuildsDir = None,
 ) -> None:
     """Start the HTTP API (OpenAPI at /docs)."""
     import uvicorn
 
     from kwiki.index.build import current_build
 
-    settings = load_settings(index_dir=index_dir, host=host, port=port)
+    settings = load_settings(index_dir=index_dir, host=host, port=port, build=build, builds_dir=builds_dir)
+    if build_if_missing and settings.build:
+        typer.secho("error: --build-if-missing builds the index root's build; a published build (--build) is never built "
+                    "here", fg="red", err=True)
+        raise typer.Exit(2)
     if build_if_missing and not (current_build(settings.index_dir) / "manifest.json").exists():
         typer.echo(f"no index at {settings.index_dir}: building it from {', '.join(map(str, settings.corpora))}", err=True)
         # In a child process: the build's peak memory (1.1 GB served after an in-process build, 445 MB
@@ -278,6 +286,63 @@ def serve(
 
     # One worker: the index and model live in this process (see README, "Workers").
     uvicorn.Server(server_config(create_app(settings), settings)).run()
+
+
+@app.command()
+def publish(
+    index_dir: IndexDir = None,
+    build: Annotated[Optional[str], typer.Option("--build", help="The build of the index root to publish (default: current)")] = None,
+    builds_dir: BuildsDir = None,
+    list_: Annotated[bool, typer.Option("--list", help="List the published builds instead, oldest first")] = False,
+    json_out: JsonOut = False,
+) -> None:
+    """Publish a build of the index as an immutable artifact that replicas serve by id (`kwiki serve --build ID`)."""
+    from kwiki.index.publish import publish as publish_build
+    from kwiki.index.publish import published_builds
+
+    settings = load_settings(index_dir=index_dir, builds_dir=builds_dir)
+    with reported():
+        if list_:
+            ids = published_builds(settings.published_dir)
+            if json_out:
+                print_json({"builds_dir": str(settings.published_dir), "builds": ids})
+            else:
+                for build_id in ids:
+                    typer.echo(build_id)
+            return
+        done = publish_build(settings.index_dir, settings.published_dir, build)
+    if json_out:
+        print_json(done)
+        return
+    what = "already published, checked" if done.already else f"published ({done.files} files, {done.bytes / 2**20:.1f} MiB)"
+    typer.echo(f"{done.build_id}: {what}: {done.path}")
+
+
+@app.command()
+def rollout(
+    build: Annotated[str, typer.Argument(help="The published build to serve everywhere (rolling back: the old id)")],
+    lb_socket: Annotated[Optional[Path], typer.Option("--lb-socket", help="haproxy's admin socket (default $KWIKI_LB_SOCKET)")] = None,
+    backend: Annotated[Optional[str], typer.Option("--backend", help="haproxy backend of the replicas (default $KWIKI_LB_BACKEND, kwiki)")] = None,
+    timeout: Annotated[float, typer.Option("--timeout", help="Seconds each step of one replica may take")] = 120.0,
+    json_out: JsonOut = False,
+) -> None:
+    """Switch the replicas behind haproxy to a published build, one at a time, each out of rotation while it switches."""
+    from kwiki.errors import BadRequest
+    from kwiki.service.haproxy import HAProxy
+    from kwiki.service.rollout import rollout as roll
+
+    settings = load_settings(lb_socket=lb_socket, lb_backend=backend)
+    with reported():
+        if settings.lb_socket is None:
+            raise BadRequest("no haproxy admin socket given", hint="--lb-socket PATH or KWIKI_LB_SOCKET (haproxy's `stats socket`)")
+        done = roll(HAProxy(settings.lb_socket), build, settings.admin_token, backend=settings.lb_backend, timeout_s=timeout,
+                    say=lambda line: typer.echo(f"{time.strftime('%H:%M:%S')} {line}", err=True))
+    if json_out:
+        print_json(done)
+        return
+    switched = [s.server for s in done.steps if not s.skipped]
+    typer.echo(f"{build}: served by every server of '{done.backend}' ({len(switched)} switched, "
+               f"{len(done.steps) - len(switched)} already on it) in {done.seconds:.1f} s")
 
 
 @app.command("eval")

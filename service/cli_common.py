@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from .cli_remote import Server
 
 IndexDir = Annotated[Optional[Path], typer.Option("--index-dir", help="Index root (default: $KWIKI_INDEX_DIR or .kwiki/index)")]
+BuildsDir = Annotated[Optional[Path], typer.Option("--builds-dir", help="The store of published builds (default: "
+                                                   "$KWIKI_BUILDS_DIR or <index dir>/published)")]
 JsonOut = Annotated[bool, typer.Option("--json", help="Print JSON (the same document the HTTP API returns)")]
 #: The commands that ask a running server (service/cli_remote.py says how it is found).
 Url = Annotated[Optional[str], typer.Option("--url", help="Ask this kwiki server (default: $KWIKI_URL, else the one at "

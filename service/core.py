@@ -14,12 +14,13 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from pydantic import BaseModel, Field, ValidationError
 
-from kwiki.errors import BadRequest, BuildDamaged, IndexMissing, KwikiError, LedgerUnavailable
+from kwiki.errors import BadRequest, BuildDamaged, BuildNotLoaded, IndexMissing, KwikiError, LedgerUnavailable
 from kwiki.index.results import PageResponse, SearchResponse
 from kwiki.ledger import (
     CORPUS,
@@ -48,7 +49,9 @@ if TYPE_CHECKING:  # imported where used: `kwiki page` and `kwiki signals` never
     from .diagnosis import SignalPages
 
 log = logging.getLogger("kwiki")
-#: Candidates shown in the experience tier of a search (``/search``'s ``experience``, ``/ledger/search``).
+#: The builds a request was answered from: an HTTP middleware (``service/build_header.py``) puts a list here for each
+#: request and :meth:`Kwiki.get` appends the id of the build it hands out; the threads a request runs in share it.
+answering_builds: ContextVar[list[str] | None] = ContextVar("kwiki_answering_builds", default=None)
 
 
 class SearchFilters(BaseModel):
@@ -298,15 +301,28 @@ class Kwiki:
         self.lock = threading.Lock()
         self.embedder: Embedder | None = None
         self.signal_pages: SignalPages | None = None
+        #: The published build this replica was told to serve (``KWIKI_BUILD``, a reload to a build); None: ``current``.
+        self.expected: str | None = settings.build
 
-    def load(self) -> None:
+    def load(self, build: str | None = None) -> None:
+        """Open the build to serve and swap it in: published build ``build`` when given (it becomes the build this
+        replica is told to serve, ``expected``), else the expected one, else the index root's ``current``.
+        While the expected build is not the one served, the replica is not ready (:meth:`readiness`)."""
         from kwiki.index.search import Searcher
 
         from .diagnosis import SignalPages
 
+        if build is not None:
+            self.expected = build
         try:
             try:
-                new = Searcher.open(self.settings.index_dir, embedder=self.embedder, threads=self.settings.embed_threads)
+                if self.expected:
+                    from kwiki.index.publish import open_published
+
+                    where = open_published(self.settings.published_dir, self.expected)
+                else:
+                    where = Path(self.settings.index_dir)
+                new = Searcher.open(where, embedder=self.embedder, threads=self.settings.embed_threads)
             except KwikiError:
                 raise
             except Exception as exc:  # noqa: BLE001 - a truncated or corrupt file of the build, whatever raised
@@ -314,7 +330,7 @@ class Kwiki:
                 raise BuildDamaged(f"the index build cannot be opened ({type(exc).__name__})",
                                    hint="rebuild it with `kwiki ingest --force`; the build served before is still served") from None
         except KwikiError as exc:
-            if self.searcher is None:
+            if self.searcher is None or self.expected:
                 self.error = exc
             raise
         if self.embedder is None:
@@ -322,10 +338,28 @@ class Kwiki:
             new.embedder = self.embedder
         self.searcher, self.signal_pages, self.error = new, SignalPages(new), None
 
-    def reload(self) -> None:
-        """Switch to the newest build; one reload at a time."""
+    def reload(self, build: str | None = None) -> None:
+        """Switch to published build ``build``, else to the expected build or the newest; one reload at a time.
+        Requests keep the build they started with; the one being replaced serves until the new one is open."""
         with self.lock:
-            self.load()
+            self.load(build)
+
+    @property
+    def build_id(self) -> str | None:
+        """The id of the build served now, or None."""
+        return self.searcher.manifest.build_id if self.searcher is not None else None
+
+    def readiness(self) -> KwikiError | None:
+        """None when this replica serves what it was told to (the expected build, or any build when none is
+        expected); else the error /health answers 503 with (:class:`~kwiki.errors.BuildNotLoaded`, ``no_index``)."""
+        if self.expected and self.build_id != self.expected:
+            why = f": {self.error.message}" if self.error is not None else " (loading)"
+            return BuildNotLoaded(f"told to serve build {self.expected}, serving {self.build_id or 'none'}{why}",
+                                  hint=(self.error.hint if self.error is not None and self.error.hint else
+                                        "wait until it is loaded; a rollout (`kwiki rollout`) keeps it out of rotation meanwhile"))
+        if self.searcher is None:
+            return self.error or IndexMissing("no index loaded", hint="run `kwiki ingest`, then restart the server")
+        return None
 
     def get(self) -> Searcher:
         """The open index, or the error that keeps it from opening."""
@@ -333,9 +367,14 @@ class Kwiki:
             with self.lock:
                 if self.searcher is None:
                     self.load()
-        if self.searcher is None:
-            raise self.error or IndexMissing("no index loaded", hint="run `kwiki ingest`, then restart the server")
-        return self.searcher
+        searcher = self.searcher  # once: a reload may swap it meanwhile, and this is the build that answers
+        if searcher is None:  # told to serve a build it could not load: 503 build_not_loaded, whatever the cause
+            raise (self.readiness() if self.expected else None) or self.error or IndexMissing(
+                "no index loaded", hint="run `kwiki ingest`, then restart the server")
+        answered = answering_builds.get()
+        if answered is not None:
+            answered.append(searcher.manifest.build_id)
+        return searcher
 
     def get_or_none(self) -> Searcher | None:
         """The open index, or None: a diagnosis still works without one (no ranked pages then)."""
@@ -387,6 +426,6 @@ class Kwiki:
                                 baseline_filename=baseline_filename, kernel=kernel, source=source, deadline=deadline)
 
 
-__all__ = ["FILTERS", "Kwiki", "SearchFilters", "SearchQuery", "SearchRequest", "TieredQuery",
+__all__ = ["FILTERS", "Kwiki", "SearchFilters", "SearchQuery", "SearchRequest", "TieredQuery", "answering_builds",
            "add_candidate", "candidate_lineage", "experience_tier", "index_page_ids", "page_view", "parse_candidate", "run_search",
            "set_status", "signals_doc", "tiered_search"]
