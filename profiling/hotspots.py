@@ -225,10 +225,10 @@ def _move_toolkit_samples(order: list[_Line]) -> None:
     for ln in order:
         if not _TOOLKIT.search(ln.file):
             user.setdefault(ln.function, []).extend((a, ln) for a, _, _ in ln.instructions)
-    for rows in user.values():
-        rows.sort(key=lambda x: x[0])
+    for function_rows in user.values():
+        function_rows.sort(key=lambda x: x[0])
     for ln in order:
-        rows = user.get(ln.function)
+        rows = user.get(ln.function, [])
         if not _TOOLKIT.search(ln.file) or not rows or not ln.instructions:
             continue
         keys = [a for a, _ in rows]
