@@ -338,6 +338,11 @@ def atomic_contention(m: Metrics) -> Outcome:
     if share < th:
         return None
     busy = max(g(m, "sm_throughput_pct") or 0.0, g(m, "memory_throughput_pct") or 0.0)
+    idle = thr("atomic-contention", "inferred_idle_pct")
+    if busy < idle:  # every unit idles while atomics are a large share of L2 traffic: the launch is serialized on them
+        return fire("atomic-contention", 1 - busy / 100, ("lts__t_sectors_srcunit_tex_op_{red,atom}.sum / lts__t_sectors.sum", share, th),
+                    ("max(sm__throughput, gpu__compute_memory_throughput) %", busy, f"< {idle:g}",
+                     "every unit idle with many atomics = serialized on them: the idle time is at stake"))
     return fire("atomic-contention", share * max(0.5, 1 - busy / 100), ("lts__t_sectors_srcunit_tex_op_{red,atom}.sum / lts__t_sectors.sum", share, th),
                  ("max(sm__throughput, gpu__compute_memory_throughput) %", busy, None, "low throughput with many atomics = serialization"))
 
