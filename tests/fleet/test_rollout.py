@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -50,12 +51,14 @@ def fleet(builds, tmp_path):
     env = cli_env() | {"KWIKI_ADMIN_TOKEN": TOKEN, "KWIKI_BUILDS_DIR": str(builds.store), "KWIKI_BUILD": builds.old,
                        "KWIKI_INDEX_DIR": str(builds.index_dir), "KWIKI_EMBED_THREADS": "1"}
     procs: list[subprocess.Popen] = []
+    short: Path | None = None
     ports = [free_port() for _ in range(REPLICAS)]
     try:
         for n, port in enumerate(ports):
             log = open(tmp_path / f"replica-{n}.log", "wb")
             procs.append(subprocess.Popen(kwiki_cmd("serve", "--port", str(port)), env=env, stdout=log, stderr=subprocess.STDOUT))
-        sock, front = tmp_path / "haproxy.sock", free_port()
+        short = Path(tempfile.mkdtemp(prefix="kwfleet-"))  # a unix socket's path has at most 107 bytes
+        sock, front = short / "haproxy.sock", free_port()
         cfg = tmp_path / "haproxy.cfg"
         cfg.write_text(config(front, [(f"r{n + 1}", f"127.0.0.1:{p}") for n, p in enumerate(ports)], sock))
         procs.append(subprocess.Popen([binary, "-f", str(cfg), "-db"], stdout=open(tmp_path / "haproxy.log", "wb"),
@@ -80,6 +83,8 @@ def fleet(builds, tmp_path):
                 p.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 p.kill()
+        if short is not None:
+            shutil.rmtree(short, ignore_errors=True)
 
 
 def _rollout(build: str, sock: Path) -> dict:
@@ -143,6 +148,8 @@ def test_rolling_out_and_back_under_50_clients_fails_nothing_and_leaves_no_old_b
         for t in threads:
             t.join(timeout=60)
 
+    print(f"{len(answers)} answers; rollout {out['seconds']} s, rollback {back['seconds']} s; steps "
+          f"{[(s['drain_s'], s['reload_s'], s['back_s']) for s in out['steps']]}")
     assert not failures, f"{len(failures)} failed requests, e.g. {failures[:3]}"
     for done in (out, back):
         assert [s["server"] for s in done["steps"]] == ["r1", "r2", "r3"] and not any(s["skipped"] for s in done["steps"])
