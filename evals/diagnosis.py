@@ -19,7 +19,7 @@ The scoring rules, one per question a user asks of a diagnosis:
   side's first signal is in ``resolved`` (or no longer fires as first after);
 - **hot line**: the first hotspot of the source page is the labeled line, within its tolerance.
 
-    python -m kwiki.evals.diagnosis profiling/fixtures/blind [--json]
+    python -m kwiki.evals.diagnosis profiling/fixtures/blind [--json] [--revised]
 """
 
 from __future__ import annotations
@@ -96,10 +96,17 @@ class DiagnosisEval(BaseModel):
                 "hot line named": frac([ln.hit for ln in self.lines])}
 
 
-def load_labels(folder: Path) -> dict[str, Label]:
+def load_labels(folder: Path, revised: bool = False) -> dict[str, Label]:
+    """The labels as committed before capture; ``revised``: with each entry's ``revised:`` fields (a correction its
+    author made after capture, from the raw counters) laid over them."""
     raw = yaml.safe_load((folder / "labels.yaml").read_text(encoding="utf-8")) or {}
-    return {stem: Label.model_validate({k: v for k, v in entry.items() if k in Label.model_fields})
-            for stem, entry in raw.items()}
+    out = {}
+    for stem, entry in raw.items():
+        fields = {k: v for k, v in entry.items() if k in Label.model_fields}
+        if revised and isinstance(entry.get("revised"), dict):
+            fields |= {k: v for k, v in entry["revised"].items() if k in Label.model_fields and k != "what"}
+        out[stem] = Label.model_validate(fields)
+    return out
 
 
 def scoped_launch(resp: DiagnoseResponse) -> LaunchDiagnosis:
@@ -128,14 +135,14 @@ def _read(path: Path) -> bytes:
 
 
 def measured_speedups(folder: Path) -> dict[str, float]:
-    """``results.txt`` lines ``RESULT <stem> ... median_ms=X`` -> {stem: X}, when the folder has them."""
+    """``results.txt`` lines ``[RESULT] <stem> ... median_ms=X`` -> {stem: X}, when the folder has them."""
     out: dict[str, float] = {}
     path = folder / "results.txt"
     if path.is_file():
         for line in path.read_text(encoding="utf-8").splitlines():
             words = line.split()
             parts = dict(p.split("=", 1) for p in words if "=" in p)
-            bare = [w for w in words[1:] if "=" not in w] if words[:1] == ["RESULT"] else []
+            bare = [w for w in (words[1:] if words[:1] == ["RESULT"] else words[:1]) if "=" not in w]
             stem = parts.get("stem") or parts.get("case") or (bare[0] if bare else None)
             ms = parts.get("median_ms") or parts.get("ms")
             if stem and ms:
@@ -146,8 +153,8 @@ def measured_speedups(folder: Path) -> dict[str, float]:
     return out
 
 
-def evaluate_folder(folder: Path) -> DiagnosisEval:
-    labels = load_labels(folder)
+def evaluate_folder(folder: Path, revised: bool = False) -> DiagnosisEval:
+    labels = load_labels(folder, revised)
     cases, pairs, lines = [], [], []
     times = measured_speedups(folder)
     for stem, label in labels.items():
@@ -181,11 +188,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("folder", type=Path)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--revised", action="store_true", help="score against the labels' post-capture revisions")
     args = ap.parse_args(argv)
     if not (args.folder / "labels.yaml").is_file():
         print(f"no labels.yaml in {args.folder}", file=sys.stderr)
         return 2
-    res = evaluate_folder(args.folder)
+    res = evaluate_folder(args.folder, args.revised)
     if args.json:
         print(res.model_dump_json(indent=1))
         return 0

@@ -111,7 +111,8 @@ class _Line:
         self.ops: set[str] = set()
         self.sass: list[str] = []
         self.moved_from: list[int | str] = []
-        self.instructions: list[tuple[int, float, dict[str, float]]] = []  # (address, samples, stalls) with cuda,sass
+        self.instructions: list[tuple[int, float, dict[str, float], str]] = []  # (address, samples, stalls, SASS) with cuda,sass
+        self.moved_to: _Line | None = None  # a toolkit header's line: the user line its samples went to
 
     def add(self, rec: dict[str, str], stall_cols: dict[str, str]) -> None:
         self.samples += _num(rec.get(SAMPLES, ""))
@@ -205,9 +206,9 @@ def parse_source_page(data: bytes, top: int = TOP_HOTSPOTS) -> HotspotReport:
                 current.sass_nway = max(current.sass_nway, _num(rec.get("L1 Conflicts Shared N-Way", "")))
                 if addr_i is not None and (address := _address(row[addr_i])) is not None:
                     current.instructions.append((address, _num(rec.get(SAMPLES, "")),
-                                                 {r: _num(rec.get(c, "")) for c, r in stall_cols.items()}))
-    _move_exit_drain(order)
+                                                 {r: _num(rec.get(c, "")) for c, r in stall_cols.items()}, row[sass_i].strip()))
     _move_toolkit_samples(order)
+    _move_exit_drain(order)
     return _report(order, "cuda,sass" if "cuda,sass" in views else sorted(views)[0], warnings, top)  # type: ignore[arg-type]
 
 
@@ -224,7 +225,7 @@ def _move_toolkit_samples(order: list[_Line]) -> None:
     user: dict[str, list[tuple[int, _Line]]] = {}
     for ln in order:
         if not _TOOLKIT.search(ln.file):
-            user.setdefault(ln.function, []).extend((a, ln) for a, _, _ in ln.instructions)
+            user.setdefault(ln.function, []).extend((a, ln) for a, _, _, _ in ln.instructions)
     for function_rows in user.values():
         function_rows.sort(key=lambda x: x[0])
     for ln in order:
@@ -232,11 +233,12 @@ def _move_toolkit_samples(order: list[_Line]) -> None:
         if not _TOOLKIT.search(ln.file) or not rows or not ln.instructions:
             continue
         keys = [a for a, _ in rows]
-        for address, samples, stalls in ln.instructions:
+        for address, samples, stalls, code in ln.instructions:
             i = bisect.bisect_left(keys, address) - 1
             if i < 0 or samples <= 0:
                 continue
-            target = rows[i][1]
+            target = ln.moved_to = rows[i][1]
+            target.sass.append(code)  # its facts (an atomic, a local access) go with it
             target.samples += samples
             ln.samples -= samples
             for r, v in stalls.items():
@@ -256,7 +258,7 @@ def _move_exit_drain(order: list[_Line]) -> None:
     last_writer: dict[str, _Line] = {}
     for ln in order:
         if any(_WRITE_OPS.search(s) for s in ln.sass):
-            last_writer[ln.function] = ln
+            last_writer[ln.function] = ln.moved_to or ln  # a toolkit atomic's drain belongs where its samples went
             continue
         if not ln.sass or not all(_EXIT_OPS.match(s) for s in ln.sass if s):
             continue

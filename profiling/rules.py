@@ -296,6 +296,8 @@ def _occupancy(signal: str, limiter_keys: tuple[str, ...]) -> Callable[[Metrics]
         theo = g(m, "theoretical_occupancy")
         lims = {k: v for k in ("occ_limit_registers", "occ_limit_shared_mem", "occ_limit_warps", "occ_limit_blocks")
                 if (v := g(m, k)) is not None}
+        if g(m, "smem_static") == 0 and g(m, "smem_dynamic") == 0:  # only the driver's reservation: not the kernel's limit
+            lims.pop("occ_limit_shared_mem", None)
         if theo is None or len(lims) < 2:
             return Missing(signal=signal, metrics=["theoretical_occupancy", "occ_limit_registers", "occ_limit_shared_mem", "occ_limit_warps"])
         th = thr(signal, "theoretical_pct")

@@ -46,3 +46,20 @@ def test_every_pair_reports_the_problem_resolved_with_its_speedup(result):
 def test_the_hot_line_is_named(result):
     assert len(result.lines) == 16
     assert _count([ln.hit for ln in result.lines]) >= 14, [ln for ln in result.lines if not ln.hit]
+
+
+BLIND2 = BLIND.parent / "blind2"
+
+
+@pytest.fixture(scope="module")
+def second():
+    return evaluate_folder(BLIND2)
+
+
+def test_second_blind_set_holds_what_its_first_run_and_fixes_reached(second):
+    # first run (unseen, rules of 3d463a2): problem first 10/16, top 3 11/16, healthy 6/10, pairs 5/5, lines 17/18
+    s = second
+    problems = [c for c in s.cases if c.expected != "healthy"]
+    assert _count([c.first for c in problems]) >= 11 and _count([c.top3 for c in problems]) >= 12
+    assert all(p.resolved for p in s.pairs) and len(s.pairs) == 5
+    assert _count([ln.hit for ln in s.lines]) == len(s.lines) == 18

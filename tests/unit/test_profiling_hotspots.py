@@ -133,3 +133,12 @@ def test_samples_on_cuda_toolkit_headers_go_to_the_user_line_before_them():
     assert (Path(top.file).name, top.line) == ("lists.cu", 25) and top.share > 0.9
     assert "sm_30_intrinsics.hpp:373" in top.note
     assert not any("/include/" in h.file and h.samples > 100 for h in r.hotspots)
+
+
+def test_an_atomic_inlined_from_a_toolkit_header_keeps_its_drain_on_the_user_line():
+    # blind2 b2_03: atomicAdd (sm_20_atomic_functions.hpp) per element; the exit's drain waits for those REDs
+    r = parse_source_page((VERIFY.parent / "blind2" / "b2_03.source.csv.gz").read_bytes())
+    top = r.hotspots[0]
+    assert (Path(top.file).name, top.line) == ("b2_dot_atomic.cu", 8)
+    assert "atomic-contention" in top.signals and any("REDG" in f for f in top.facts)
+    assert "exit line" in top.note and "sm_20_atomic_functions.hpp:84" in top.note

@@ -184,3 +184,13 @@ def test_atomics_with_every_unit_idle_are_the_serialization_not_a_share():
     busy = next(f for f in evaluate({**m, "sm_throughput_pct": 40.0, "memory_throughput_pct": 30.0}).fired if f.signal == "atomic-contention")
     assert idle.magnitude == pytest.approx(0.98)  # the idle time is at stake
     assert busy.magnitude == pytest.approx(0.42 * 0.6)  # a unit doing bulk work: the atomic share, scaled by what is idle
+
+
+def test_the_drivers_shared_memory_reservation_is_not_the_kernels_occupancy_limit():
+    # 16-thread blocks with no shared memory of their own: 32 blocks per SM, and ncu's shared-memory limit ties at 32
+    from kwiki.profiling.rules import evaluate
+
+    m = {"theoretical_occupancy": 50.0, "occ_limit_registers": 128, "occ_limit_shared_mem": 32, "occ_limit_blocks": 32,
+         "occ_limit_warps": 64, "issue_active_pct": 4.0}
+    assert [f.signal for f in evaluate({**m, "smem_static": 0, "smem_dynamic": 0}).fired][:1] == ["occupancy-block-size"]
+    assert [f.signal for f in evaluate({**m, "smem_static": 4096, "smem_dynamic": 0}).fired][:1] == ["occupancy-shared-memory"]
