@@ -151,6 +151,10 @@ def publish(index_dir: Path, store: Path, build_id: str | None = None) -> Publis
     as an immutable published build. Publishing a build already there checks it and changes nothing."""
     index_dir, store = Path(index_dir), Path(store)
     source = index_dir / "builds" / check_build_id(build_id) if build_id else current_build(index_dir)
+    if build_id and not source.is_dir():
+        kept = sorted(p.name for p in (index_dir / "builds").glob("*") if p.is_dir() and not p.name.endswith(".partial"))
+        raise BuildNotFound(f"build {build_id} is not in {index_dir / 'builds'}",
+                            hint=f"the index keeps its last builds: {', '.join(kept) or 'none'}" if kept else "run `kwiki ingest` first")
     manifest = read_manifest(source)  # IndexMissing / IndexIncompatible: nothing to publish
     final = store / manifest.build_id
     if (final / CHECKSUMS).is_file():

@@ -9,10 +9,15 @@ local-memory traffic, atomics), tied to the signals and pattern pages they point
 
 Samples ncu puts on a kernel's exit (``EXIT``/``BRA`` waiting in ``drain``) wait for the kernel's stores and
 atomics to retire: they are moved to the line of the last memory write before them, and say so.
+
+Samples on the CUDA toolkit's own headers (``__shfl_sync`` in ``sm_30_intrinsics.hpp``, inlined into the kernel) are
+on code the user cannot edit: with ``cuda,sass``, each such instruction's samples go to the user line of the
+instruction just before it in the same function (the load a shuffle waits on, the loop it sits in), and say so.
 """
 
 from __future__ import annotations
 
+import bisect
 import csv
 import re
 import zlib
@@ -44,6 +49,8 @@ _EXIT_OPS = re.compile(r"^\s*(@!?U?P\w+\s+)?(EXIT|BRA|RET|NOP|BSYNC|WARPSYNC)\b"
 _WRITE_OPS = re.compile(r"^\s*(@!?U?P\w+\s+)?(RED|ATOM|ST)[A-Z]*\b")
 _ATOMIC_OPS = re.compile(r"^\s*(@!?U?P\w+\s+)?(RED|ATOM)[A-Z]*\b")
 MIN_THREADS = 24.0      # warp-divergence's bar (signals.yaml threads_per_inst): fewer active threads per instruction
+#: The CUDA toolkit's include folder (/usr/local/cuda[-13.0]/[targets/x86_64-linux/]include/...): code inlined from there
+_TOOLKIT = re.compile(r"/cuda[^/]*/(?:targets/[^/]+/)?include/")
 
 
 class Hotspot(BaseModel):
@@ -104,6 +111,8 @@ class _Line:
         self.ops: set[str] = set()
         self.sass: list[str] = []
         self.moved_from: list[int | str] = []
+        self.instructions: list[tuple[int, float, dict[str, float], str]] = []  # (address, samples, stalls, SASS) with cuda,sass
+        self.moved_to: _Line | None = None  # a toolkit header's line: the user line its samples went to
 
     def add(self, rec: dict[str, str], stall_cols: dict[str, str]) -> None:
         self.samples += _num(rec.get(SAMPLES, ""))
@@ -194,9 +203,51 @@ def parse_source_page(data: bytes, top: int = TOP_HOTSPOTS) -> HotspotReport:
                 lines[key].sass.append(code)
             elif current is not None and sass_i is not None and sass_i < len(row):
                 current.sass.append(row[sass_i].strip())  # per instruction: the N-way of one access (the line's is a sum)
-                current.sass_nway = max(current.sass_nway, _num(dict(zip(header, row)).get("L1 Conflicts Shared N-Way", "")))
+                current.sass_nway = max(current.sass_nway, _num(rec.get("L1 Conflicts Shared N-Way", "")))
+                if addr_i is not None and (address := _address(row[addr_i])) is not None:
+                    current.instructions.append((address, _num(rec.get(SAMPLES, "")),
+                                                 {r: _num(rec.get(c, "")) for c, r in stall_cols.items()}, row[sass_i].strip()))
+    _move_toolkit_samples(order)
     _move_exit_drain(order)
     return _report(order, "cuda,sass" if "cuda,sass" in views else sorted(views)[0], warnings, top)  # type: ignore[arg-type]
+
+
+def _address(text: str) -> int | None:
+    try:
+        return int(text, 16)
+    except ValueError:
+        return None
+
+
+def _move_toolkit_samples(order: list[_Line]) -> None:
+    """Each sampled instruction of a toolkit header's line goes to the user line of the nearest instruction before it
+    (by address, same function); without one (toolkit code first in the function) the samples stay where ncu put them."""
+    user: dict[str, list[tuple[int, _Line]]] = {}
+    for ln in order:
+        if not _TOOLKIT.search(ln.file):
+            user.setdefault(ln.function, []).extend((a, ln) for a, _, _, _ in ln.instructions)
+    for function_rows in user.values():
+        function_rows.sort(key=lambda x: x[0])
+    for ln in order:
+        rows = user.get(ln.function, [])
+        if not _TOOLKIT.search(ln.file) or not rows or not ln.instructions:
+            continue
+        keys = [a for a, _ in rows]
+        for address, samples, stalls, code in ln.instructions:
+            i = bisect.bisect_left(keys, address) - 1
+            if i < 0 or samples <= 0:
+                continue
+            target = ln.moved_to = rows[i][1]
+            target.sass.append(code)  # its facts (an atomic, a local access) go with it
+            target.samples += samples
+            ln.samples -= samples
+            for r, v in stalls.items():
+                target.stalls[r] = target.stalls.get(r, 0.0) + v
+                ln.stalls[r] = ln.stalls.get(r, 0.0) - v
+            here = f"{ln.file.rsplit('/', 1)[-1]}:{ln.line}"
+            if here not in target.moved_from:
+                target.moved_from.append(here)
+        ln.samples = max(ln.samples, 0.0)
 
 
 def _move_exit_drain(order: list[_Line]) -> None:
@@ -207,7 +258,7 @@ def _move_exit_drain(order: list[_Line]) -> None:
     last_writer: dict[str, _Line] = {}
     for ln in order:
         if any(_WRITE_OPS.search(s) for s in ln.sass):
-            last_writer[ln.function] = ln
+            last_writer[ln.function] = ln.moved_to or ln  # a toolkit atomic's drain belongs where its samples went
             continue
         if not ln.sass or not all(_EXIT_OPS.match(s) for s in ln.sass if s):
             continue
@@ -263,8 +314,11 @@ def _report(order: list[_Line], view: Literal["cuda", "sass", "cuda,sass"], warn
                   if r != "selected" and v / stall_total >= STALL_SHARE}
         facts, signals = _facts(ln)
         signals += [STALL_SIGNAL[r] for r in stalls if r in STALL_SIGNAL and STALL_SIGNAL[r] not in signals]
-        note = (f"includes the {len(ln.moved_from)} exit line(s) {ln.moved_from} whose warps waited in drain for this line's writes"
-                if ln.moved_from else "")
+        toolkit = [m for m in ln.moved_from if isinstance(m, str) and ":" in m]
+        exits = [m for m in ln.moved_from if m not in toolkit]
+        note = "; ".join(
+            ([f"includes the {len(exits)} exit line(s) {exits} whose warps waited in drain for this line's writes"] if exits else [])
+            + ([f"includes the samples of CUDA toolkit code inlined after it ({', '.join(toolkit)})"] if toolkit else []))
         spots.append(Hotspot(file=ln.file, line=ln.line, address=ln.address, function=ln.function, code=ln.code[:300],
                              samples=int(ln.samples), share=round(ln.samples / (totals[ln.function] or 1.0), 4), stalls=stalls,
                              facts=facts, signals=signals, patterns=list(dict.fromkeys(p for s in signals for p in defs[s].patterns)), note=note))

@@ -296,6 +296,8 @@ def _occupancy(signal: str, limiter_keys: tuple[str, ...]) -> Callable[[Metrics]
         theo = g(m, "theoretical_occupancy")
         lims = {k: v for k in ("occ_limit_registers", "occ_limit_shared_mem", "occ_limit_warps", "occ_limit_blocks")
                 if (v := g(m, k)) is not None}
+        if g(m, "smem_static") == 0 and g(m, "smem_dynamic") == 0:  # only the driver's reservation: not the kernel's limit
+            lims.pop("occ_limit_shared_mem", None)
         if theo is None or len(lims) < 2:
             return Missing(signal=signal, metrics=["theoretical_occupancy", "occ_limit_registers", "occ_limit_shared_mem", "occ_limit_warps"])
         th = thr(signal, "theoretical_pct")
@@ -338,6 +340,11 @@ def atomic_contention(m: Metrics) -> Outcome:
     if share < th:
         return None
     busy = max(g(m, "sm_throughput_pct") or 0.0, g(m, "memory_throughput_pct") or 0.0)
+    idle = thr("atomic-contention", "inferred_idle_pct")
+    if busy < idle:  # every unit idles while atomics are a large share of L2 traffic: the launch is serialized on them
+        return fire("atomic-contention", 1 - busy / 100, ("lts__t_sectors_srcunit_tex_op_{red,atom}.sum / lts__t_sectors.sum", share, th),
+                    ("max(sm__throughput, gpu__compute_memory_throughput) %", busy, f"< {idle:g}",
+                     "every unit idle with many atomics = serialized on them: the idle time is at stake"))
     return fire("atomic-contention", share * max(0.5, 1 - busy / 100), ("lts__t_sectors_srcunit_tex_op_{red,atom}.sum / lts__t_sectors.sum", share, th),
                  ("max(sm__throughput, gpu__compute_memory_throughput) %", busy, None, "low throughput with many atomics = serialization"))
 

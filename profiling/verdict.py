@@ -34,6 +34,7 @@ BOUND_SIGNALS = ("tensor-pipe-bound", "fma-bound", "dram-bound", "l2-bound", "ma
 BY_DESIGN_AT_SOL = ("occupancy-registers", "occupancy-shared-memory", "occupancy-block-size", "long-scoreboard",
                     "short-scoreboard", "mio-throttle", "barrier-stalls", "low-ipc", "tensor-pipe-underused",
                     "instruction-fetch-stalls", "membar-stalls", "launch-overhead")
+OCCUPANCY_SIGNALS = ("occupancy-registers", "occupancy-shared-memory", "occupancy-block-size")
 BY_DESIGN_DAMPING = 0.25  # a by-design limiter keeps a quarter of its magnitude: listed, never ahead of a real problem
 
 # Validity thresholds, each with its reason.
@@ -126,11 +127,28 @@ def _persistent_by_design(fired: list[Fired], m: Metrics) -> None:
     if tensor < PERSISTENT_MIN_TENSOR_PCT or not lims or min(lims) > 1 or not grid or not sms or grid > sms:
         return
     for f in fired:
-        if f.signal in ("occupancy-registers", "occupancy-shared-memory", "occupancy-block-size", "small-grid"):
+        if f.signal in (*OCCUPANCY_SIGNALS, "small-grid"):
             f.magnitude = round(f.magnitude * BY_DESIGN_DAMPING, 4)
             f.evidence.append(Evidence(metric="by design", value="persistent", threshold=None, note=(
                 f"one CTA per SM, a grid of {grid:g} on {sms:g} SMs and the tensor pipe at {tensor:.0f}%: a persistent, "
                 "warp-specialized kernel; more CTAs per SM would not hide more latency")))
+    fired.sort(key=lambda f: -f.magnitude)
+
+
+def _one_wave_not_binding(fired: list[Fired], m: Metrics) -> None:
+    """An occupancy limit binds only when CTAs wait for a slot: a grid that fits in one wave at the current limit
+    (``launch__waves_per_multiprocessor`` <= 1) already has every CTA resident, so raising the limit would place no
+    more warps. The limiter is kept, damped like a by-design one and marked ``not binding``."""
+    waves, grid = g(m, "waves_per_sm"), g(m, "grid_size")
+    if waves is None or waves > 1:
+        return
+    for f in fired:
+        if f.signal in OCCUPANCY_SIGNALS and not any(e.metric in ("by design", "not binding") for e in f.evidence):
+            f.magnitude = round(f.magnitude * BY_DESIGN_DAMPING, 4)
+            f.evidence.append(Evidence(metric="not binding", value=f"{waves:g} waves", threshold="<= 1", note=(
+                f"the whole grid ({grid:g} CTAs) is resident at once: a higher occupancy limit would place no more warps; "
+                "what is short is the work in flight (more CTAs, smaller tiles, split-K)" if grid else
+                "the whole grid is resident at once: a higher occupancy limit would place no more warps")))
     fired.sort(key=lambda f: -f.magnitude)
 
 
@@ -161,6 +179,7 @@ def judge(ranked: Sequence[Fired], m: Metrics, missing: Sequence[str] = ()) -> t
     if any(c.level == "error" for c in checks):
         return rest, Verdict(status="invalid", summary="; ".join(c.message for c in checks if c.level == "error"), checks=checks)
     _persistent_by_design(rest, m)
+    _one_wave_not_binding(rest, m)
     waste = [f for f in rest if f.signal in WASTE_SIGNALS and f.magnitude >= thr("speed-of-light", "max_waste")]
     named = _sol_unit(units) if sol is not None else None
     if sol is not None and not waste and named is not None:

@@ -3,6 +3,7 @@ was told to: real builds of the mini corpus, the real app in process."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import stat
 
@@ -14,6 +15,12 @@ from kwiki.errors import BuildDamaged, BuildNotFound
 from kwiki.index.publish import CHECKSUMS, open_published, publish, published_builds, verify
 
 TOKEN = "fleet-test-token"
+
+
+def _cli(*args: str):
+    from ..robustness.conftest import run_cli
+
+    return run_cli(*args)
 
 
 def _client(builds, embedder, build: str | None):
@@ -108,3 +115,18 @@ def test_reload_to_a_build_switches_and_a_failed_one_leaves_it_serving_but_not_r
         back = client.post("/admin/reload", json={"build": builds.old}, headers=auth)  # rolling back is the same
         assert back.status_code == 200 and client.get("/health").json()["build"] == builds.old
         assert client.post("/admin/reload", headers=auth).json()["build"] == builds.old  # no body: the expected build
+
+
+def test_kwiki_publish_from_the_command_line(builds, tmp_path):
+    store = str(tmp_path / "store")
+    first = _cli("publish", "--index-dir", str(builds.index_dir), "--builds-dir", store, "--json")
+    assert first.returncode == 0, first.stderr
+    doc = json.loads(first.stdout)
+    assert doc["build_id"] == builds.new and not doc["already"] and doc["files"] > 10  # `current`: the newest build
+    again = _cli("publish", "--index-dir", str(builds.index_dir), "--builds-dir", store, "--build", builds.old)
+    assert again.returncode == 0 and f"{builds.old}: published" in again.stdout
+    listed = _cli("publish", "--builds-dir", store, "--list")
+    assert listed.stdout.split() == sorted([builds.old, builds.new])
+    missing = _cli("publish", "--index-dir", str(builds.index_dir), "--builds-dir", store, "--build", "20990101T000000-00000000")
+    assert missing.returncode == 2 and "error: build 20990101T000000-00000000 is not in" in missing.stderr
+    assert f"hint: the index keeps its last builds: {builds.old}" in missing.stderr and "Traceback" not in missing.stderr

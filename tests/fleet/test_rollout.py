@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -21,6 +22,8 @@ from ..robustness.conftest import cli_env, kwiki_cmd
 pytestmark = pytest.mark.slow
 
 TOKEN = "fleet-rollout-token"
+#: A well-formed build id that nothing published: a rollout to it must stop at the first replica, changing nothing.
+UNPUBLISHED = "20990101T000000-00000000"
 CLIENTS = 50
 REPLICAS = 3
 QUERIES = ["only a few SMs are busy at the end", "tensor memory", "tail effect", "TMEM allocation", "persistent kernel"]
@@ -48,12 +51,14 @@ def fleet(builds, tmp_path):
     env = cli_env() | {"KWIKI_ADMIN_TOKEN": TOKEN, "KWIKI_BUILDS_DIR": str(builds.store), "KWIKI_BUILD": builds.old,
                        "KWIKI_INDEX_DIR": str(builds.index_dir), "KWIKI_EMBED_THREADS": "1"}
     procs: list[subprocess.Popen] = []
+    short: Path | None = None
     ports = [free_port() for _ in range(REPLICAS)]
     try:
         for n, port in enumerate(ports):
             log = open(tmp_path / f"replica-{n}.log", "wb")
             procs.append(subprocess.Popen(kwiki_cmd("serve", "--port", str(port)), env=env, stdout=log, stderr=subprocess.STDOUT))
-        sock, front = tmp_path / "haproxy.sock", free_port()
+        short = Path(tempfile.mkdtemp(prefix="kwfleet-"))  # a unix socket's path has at most 107 bytes
+        sock, front = short / "haproxy.sock", free_port()
         cfg = tmp_path / "haproxy.cfg"
         cfg.write_text(config(front, [(f"r{n + 1}", f"127.0.0.1:{p}") for n, p in enumerate(ports)], sock))
         procs.append(subprocess.Popen([binary, "-f", str(cfg), "-db"], stdout=open(tmp_path / "haproxy.log", "wb"),
@@ -78,6 +83,8 @@ def fleet(builds, tmp_path):
                 p.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 p.kill()
+        if short is not None:
+            shutil.rmtree(short, ignore_errors=True)
 
 
 def _rollout(build: str, sock: Path) -> dict:
@@ -131,11 +138,18 @@ def test_rolling_out_and_back_under_50_clients_fails_nothing_and_leaves_no_old_b
         back = _rollout(builds.old, sock)
         back_done = time.monotonic()
         _wait("answers after the rollback", lambda: answered_after(back_done) >= 100 or bool(failures))
+        # a build the replicas cannot load: the first replica is put back on its build, the rollout stops there
+        refused = subprocess.run(kwiki_cmd("rollout", UNPUBLISHED, "--lb-socket", str(sock), "--timeout", "90"),
+                                 env=cli_env() | {"KWIKI_ADMIN_TOKEN": TOKEN}, capture_output=True, text=True, timeout=300)
+        refused_done = time.monotonic()
+        _wait("answers after the refused rollout", lambda: answered_after(refused_done) >= 50 or bool(failures))
     finally:
         stop.set()
         for t in threads:
             t.join(timeout=60)
 
+    print(f"{len(answers)} answers; rollout {out['seconds']} s, rollback {back['seconds']} s; steps "
+          f"{[(s['drain_s'], s['reload_s'], s['back_s']) for s in out['steps']]}")
     assert not failures, f"{len(failures)} failed requests, e.g. {failures[:3]}"
     for done in (out, back):
         assert [s["server"] for s in done["steps"]] == ["r1", "r2", "r3"] and not any(s["skipped"] for s in done["steps"])
@@ -146,5 +160,8 @@ def test_rolling_out_and_back_under_50_clients_fails_nothing_and_leaves_no_old_b
     assert after_out == {builds.new}, f"after the rollout to {builds.new}: {after_out}"
     assert after_back == {builds.old}, f"after the rollback to {builds.old}: {after_back}"
     assert builds.old in {b for at, b in answers if at < out_started} and during <= {builds.old, builds.new}
+    assert refused.returncode == 2 and f"error: r1 refused build {UNPUBLISHED}: 404" in refused.stderr, refused.stderr[-2000:]
+    assert "r1: could not switch; back in rotation" in refused.stderr and "r2" not in refused.stderr
+    assert {b for at, b in answers if at > back_done} == {builds.old}
     assert all(httpx.get(f"{url}/health").json()["build"] == builds.old for url in replicas)
     assert sum(s.up for s in lb.servers()) == REPLICAS  # every replica back in rotation

@@ -83,7 +83,7 @@ def test_few_samples_are_flagged():
     r = parse_source_page(page("atomics-fixed"))  # a 22 us kernel: 1,096 samples
     assert r.total_samples == 1096 and not r.warnings
     small = parse_source_page(page("atomics-fixed"), top=5)
-    assert small.hotspots[0].samples == 1029
+    assert small.hotspots[0].samples == 1034  # 1,029 of its own and 5 of a __shfl_sync inlined from sm_30_intrinsics.hpp
 
 
 def test_sass_only_view_ranks_instructions():
@@ -123,3 +123,22 @@ def test_report_views_without_ncu_report_give_nothing_and_say_nothing_wrong():
         pytest.skip("ncu_report is installed: profiling/fixtures/verify/report_test.txt records the run with it")
     assert report_views(b"NVR\x00") == ({}, None)
 
+
+
+def test_samples_on_cuda_toolkit_headers_go_to_the_user_line_before_them():
+    # a pointer chase (blind set bl15): the __shfl_sync of sm_30_intrinsics.hpp waits on the load of lists.cu:25
+    blind = VERIFY.parent / "blind"
+    r = parse_source_page((blind / "bl15.source.csv.gz").read_bytes())
+    top = r.hotspots[0]
+    assert (Path(top.file).name, top.line) == ("lists.cu", 25) and top.share > 0.9
+    assert "sm_30_intrinsics.hpp:373" in top.note
+    assert not any("/include/" in h.file and h.samples > 100 for h in r.hotspots)
+
+
+def test_an_atomic_inlined_from_a_toolkit_header_keeps_its_drain_on_the_user_line():
+    # blind2 b2_03: atomicAdd (sm_20_atomic_functions.hpp) per element; the exit's drain waits for those REDs
+    r = parse_source_page((VERIFY.parent / "blind2" / "b2_03.source.csv.gz").read_bytes())
+    top = r.hotspots[0]
+    assert (Path(top.file).name, top.line) == ("b2_dot_atomic.cu", 8)
+    assert "atomic-contention" in top.signals and any("REDG" in f for f in top.facts)
+    assert "exit line" in top.note and "sm_20_atomic_functions.hpp:84" in top.note

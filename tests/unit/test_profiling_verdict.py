@@ -159,3 +159,38 @@ def test_a_waste_signal_near_a_busy_unit_leads():
     assert [f.signal for f in ranked] == ["tail-effect", "fma-bound"] and v.status == "limited"
     ranked, _ = judge([Fired(signal="dram-bound", magnitude=0.8), Fired(signal="uncoalesced-global", magnitude=0.2)], m)
     assert [f.signal for f in ranked] == ["dram-bound", "uncoalesced-global"]  # under half: the busy unit stays first
+
+
+def test_an_occupancy_limit_does_not_bind_when_the_grid_fits_in_one_wave():
+    # 128 CTAs of a register-heavy kernel on 132 SMs: every CTA is resident at once, a higher limit places no more warps
+    base = {"grid_size": 128, "sm_count": 132, "occ_limit_registers": 1, "occ_limit_warps": 5, "theoretical_occupancy": 18.75,
+            "issue_active_pct": 19.0, "sm_throughput_pct": 10.0, "memory_throughput_pct": 5.0}
+    from kwiki.profiling.rules import evaluate
+
+    one = evaluate({**base, "waves_per_sm": 0.97})
+    many = evaluate({**base, "grid_size": 1280, "waves_per_sm": 9.7})
+    occ_one = next(f for f in one.fired if f.signal == "occupancy-registers")
+    occ_many = next(f for f in many.fired if f.signal == "occupancy-registers")
+    assert any(e.metric == "not binding" for e in occ_one.evidence)
+    assert occ_one.magnitude == pytest.approx(occ_many.magnitude * 0.25, abs=1e-3)
+    assert not any(e.metric == "not binding" for e in occ_many.evidence)
+
+
+def test_atomics_with_every_unit_idle_are_the_serialization_not_a_share():
+    from kwiki.profiling.rules import evaluate
+
+    m = {"l2_tex_red_sectors": 40.0, "l2_tex_atom_sectors": 2.0, "l2_sectors": 100.0}
+    idle = next(f for f in evaluate({**m, "sm_throughput_pct": 1.5, "memory_throughput_pct": 2.0}).fired if f.signal == "atomic-contention")
+    busy = next(f for f in evaluate({**m, "sm_throughput_pct": 40.0, "memory_throughput_pct": 30.0}).fired if f.signal == "atomic-contention")
+    assert idle.magnitude == pytest.approx(0.98)  # the idle time is at stake
+    assert busy.magnitude == pytest.approx(0.42 * 0.6)  # a unit doing bulk work: the atomic share, scaled by what is idle
+
+
+def test_the_drivers_shared_memory_reservation_is_not_the_kernels_occupancy_limit():
+    # 16-thread blocks with no shared memory of their own: 32 blocks per SM, and ncu's shared-memory limit ties at 32
+    from kwiki.profiling.rules import evaluate
+
+    m = {"theoretical_occupancy": 50.0, "occ_limit_registers": 128, "occ_limit_shared_mem": 32, "occ_limit_blocks": 32,
+         "occ_limit_warps": 64, "issue_active_pct": 4.0}
+    assert [f.signal for f in evaluate({**m, "smem_static": 0, "smem_dynamic": 0}).fired][:1] == ["occupancy-block-size"]
+    assert [f.signal for f in evaluate({**m, "smem_static": 4096, "smem_dynamic": 0}).fired][:1] == ["occupancy-shared-memory"]

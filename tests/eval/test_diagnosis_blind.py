@@ -1,0 +1,65 @@
+"""The blind NCU set (profiling/fixtures/blind): 25 H200 exports labeled from their code before capture by a helper who
+never saw kwiki's profiling code. Scored by ``kwiki.evals.diagnosis``; the first run (before any rule change) is in
+first-run.txt and evals/README.md. These bars hold what the rule changes after it reached, so none slips back."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kwiki.evals.diagnosis import evaluate_folder
+
+BLIND = Path(__file__).resolve().parents[2] / "profiling" / "fixtures" / "blind"
+
+
+@pytest.fixture(scope="module")
+def result():
+    return evaluate_folder(BLIND)
+
+
+def _count(xs: list[bool]) -> int:
+    return sum(xs)
+
+
+def test_the_right_problem_first_and_in_the_top_three(result):
+    problems = [c for c in result.cases if c.expected != "healthy"]
+    assert len(problems) == 13
+    assert _count([c.first for c in problems]) >= 11, [(c.stem, c.expected, c.got) for c in problems if not c.first]
+    assert _count([c.top3 for c in problems]) >= 12
+
+
+def test_healthy_and_fixed_kernels_get_at_most_one_pathology_first(result):
+    healthy = [c for c in result.cases if c.expected == "healthy"]
+    assert len(healthy) == 12
+    assert _count([c.wrong_first for c in healthy]) <= 1, [(c.stem, c.got) for c in healthy if c.wrong_first]
+
+
+def test_every_pair_reports_the_problem_resolved_with_its_speedup(result):
+    assert len(result.pairs) == 7
+    for p in result.pairs:
+        assert p.resolved and p.speedup is not None and p.speedup > 1.2, p
+        # the profiled durations agree with the unprofiled medians of results.txt within 15%
+        assert p.measured_speedup is not None and abs(p.speedup / p.measured_speedup - 1) < 0.15, p
+
+
+def test_the_hot_line_is_named(result):
+    assert len(result.lines) == 16
+    assert _count([ln.hit for ln in result.lines]) >= 14, [ln for ln in result.lines if not ln.hit]
+
+
+BLIND2 = BLIND.parent / "blind2"
+
+
+@pytest.fixture(scope="module")
+def second():
+    return evaluate_folder(BLIND2)
+
+
+def test_second_blind_set_holds_what_its_first_run_and_fixes_reached(second):
+    # first run (unseen, rules of 3d463a2): problem first 10/16, top 3 11/16, healthy 6/10, pairs 5/5, lines 17/18
+    s = second
+    problems = [c for c in s.cases if c.expected != "healthy"]
+    assert _count([c.first for c in problems]) >= 11 and _count([c.top3 for c in problems]) >= 12
+    assert all(p.resolved for p in s.pairs) and len(s.pairs) == 5
+    assert _count([ln.hit for ln in s.lines]) == len(s.lines) == 18
