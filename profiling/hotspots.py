@@ -50,7 +50,7 @@ _WRITE_OPS = re.compile(r"^\s*(@!?U?P\w+\s+)?(RED|ATOM|ST)[A-Z]*\b")
 _ATOMIC_OPS = re.compile(r"^\s*(@!?U?P\w+\s+)?(RED|ATOM)[A-Z]*\b")
 MIN_THREADS = 24.0      # warp-divergence's bar (signals.yaml threads_per_inst): fewer active threads per instruction
 #: The CUDA toolkit's include folder (/usr/local/cuda[-13.0]/[targets/x86_64-linux/]include/...): code inlined from there
-_TOOLKIT = re.compile(r"/cuda[^/]*/(?:targets/[^/]+/)?include/")
+_TOOLKIT = re.compile(r"/cuda[^/]{0,40}/(?:targets/[^/]{1,80}/)?include/")
 
 
 class Hotspot(BaseModel):

@@ -92,8 +92,9 @@ def test_the_graph_reader_sees_lazy_and_relative_imports(tmp_path):
 
 
 #: service modules by surface; every surface may use the core (core, diagnosis) and nothing of another surface
-SURFACES = {"http": {"app", "diagnose_api", "ledger_api", "server"}, "web": {"web", "web_markdown"},
-            "cli": {"cli", "cli_common", "cli_ledger", "cli_profile", "cli_remote", "mcp_cli"}, "mcp": {"mcp_server", "compact"}}
+SURFACES = {"http": {"app", "diagnose_api", "ledger_api", "server", "readiness", "build_header"}, "web": {"web", "web_markdown"},
+            "cli": {"cli", "cli_common", "cli_ledger", "cli_profile", "cli_remote", "mcp_cli", "rollout", "haproxy"},
+            "mcp": {"mcp_server", "compact"}}
 CORE = {"core", "diagnosis"}
 #: what the two surfaces served over HTTP (the API and the search page) share: body limits, deadlines
 HTTP_COMMON = {"limits"}
