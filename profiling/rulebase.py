@@ -143,10 +143,16 @@ def stall_rule(signal: str, reason: str, weight: Callable[[Metrics], float] = la
 
 
 def traffic_share(m: Metrics, kind: str) -> float:
+    """The share of the kernel's memory traffic that its LSU global loads (``kind="ld"``) or stores (``"st"``) make.
+    The denominator is the larger of the LSU global sectors and every sector L1TEX sends to L2
+    (``lts__t_sectors_srcunit_tex``): for an ordinary kernel the second is the L1 misses of the first and changes
+    nothing, but a TMA or ``cp.async.bulk`` kernel moves its tiles past the LSU counters, and a handful of LSU stores
+    next to gigabytes of TMA traffic are not a sparse-store problem however they hit their sectors."""
     ld, st = g(m, "global_ld_sectors"), g(m, "global_st_sectors")
     if ld is None or st is None or ld + st <= 0:
         return 1.0
-    return (ld if kind == "ld" else st) / (ld + st)
+    total = max(ld + st, g(m, "l2_sectors_from_l1") or 0.0)
+    return (ld if kind == "ld" else st) / total
 
 
 def mem_w(m: Metrics) -> float:
