@@ -104,12 +104,23 @@ def load_imbalance(m: Metrics) -> Outcome:
     return fire("load-imbalance", 1 - 1 / ratio, ("sm__cycles_active.max / sm__cycles_active.avg", mx / avg, th, f"quantization alone explains {expected:.2f}"))
 
 
+def _absorbed_by_l1(m: Metrics) -> bool:
+    """The excess sectors of a poor access pattern never left the SM: every sector L1TEX sent to L2
+    (``lts__t_sectors_srcunit_tex``, loads that missed, stores, atomics, local traffic) is no more than the sectors
+    the global accesses would need if perfectly coalesced (``memory_l2_theoretical_sectors_global_ideal``). The rest
+    of each partly used sector was read again by a later instruction and hit in L1, so the pattern costs L1
+    wavefronts, not L2 or DRAM bandwidth (eager layer_norm: 12.8 of 32 bytes per sector at L1, yet 11.6M sectors to
+    L2 against 21.0M ideal; an AoS gather wastes past L1: 18.9M to L2 against 10.5M ideal)."""
+    to_l2, ideal = g(m, "l2_sectors_from_l1"), g(m, "l2_theoretical_sectors_global_ideal")
+    return to_l2 is not None and ideal is not None and ideal > 0 and to_l2 <= ideal
+
+
 def _access(signal: str, kind: str) -> Callable[[Metrics], Outcome]:
     def rule(m: Metrics) -> Outcome:
         bps = g(m, f"bytes_per_sector_global_{kind}")
         th = thr(signal, "bytes_per_sector")
         if bps is not None and bps > 0:
-            if bps >= th:
+            if bps >= th or _absorbed_by_l1(m):
                 return None
             waste, traffic = 1 - bps / 32, traffic_share(m, kind)
             return fire(signal, waste * traffic * mem_w(m), (f"smsp__sass_average_data_bytes_per_sector_mem_global_op_{kind}.ratio", bps, f"< {th:g} of 32"),
