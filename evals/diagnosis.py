@@ -9,6 +9,9 @@ page was captured). Each label says, decided from the code before anything was p
 - ``pair``: the stem of its before/after partner (``kind: fixed`` is the after side);
 - ``hot_line``: ``{file, line, tolerance}`` of the source line expected to stall most;
 - ``scope``: where an export holds several kernels, the label is for the one with the largest share of GPU time.
+  A label without ``scope`` on an export of several kernels is about the whole program: it is scored on the
+  program reading (``DiagnoseResponse.program``: program-wide signals and each kernel's weighted by its share of the
+  program's wall time).
 
 The scoring rules, one per question a user asks of a diagnosis:
 
@@ -119,9 +122,25 @@ def scoped_launch(resp: DiagnoseResponse) -> LaunchDiagnosis:
     return resp.launches[0]
 
 
-def score_case(stem: str, label: Label, launch: LaunchDiagnosis) -> CaseResult:
+def program_scope(resp: DiagnoseResponse, label: Label) -> tuple[list[str], str | None] | None:
+    """The signals (first first) and verdict a label without ``scope`` on an export of several kernels is scored on:
+    the program reading's, with the verdict of the launch its first entry comes from (None: not a program)."""
+    prog = resp.program
+    if label.scope or len(resp.kernels) < 2 or prog is None or not prog.signals:
+        return None
+    got = list(dict.fromkeys(s.signal for s in prog.signals))
+    lead = prog.signals[0].kernel
+    ks = next((k for k in resp.kernels if k.kernel == lead), None)
+    launches = [d for d in resp.launches if (d.kernel or d.name) == lead] if ks else []
+    verdict = launches[min(ks.longest, len(launches) - 1)].verdict if ks and launches else None
+    return got, (verdict.status if verdict else "limited")
+
+
+def score_case(stem: str, label: Label, launch: LaunchDiagnosis, program: tuple[list[str], str | None] | None = None) -> CaseResult:
     got = [s.signal for s in launch.signals]
     status = launch.verdict.status if launch.verdict else None
+    if program is not None:
+        got, status = program
     if label.expected_first == HEALTHY:
         ok = status in CLEAN_VERDICTS or not got or got[0] in {*label.acceptable_top3, "speed-of-light"}
         return CaseResult(stem=stem, expected=HEALTHY, got=got[:5], verdict=status, first=ok, top3=ok, wrong_first=not ok)
@@ -160,7 +179,7 @@ def evaluate_folder(folder: Path, revised: bool = False) -> DiagnosisEval:
     for stem, label in labels.items():
         raw = folder / f"{stem}.raw.csv.gz"
         resp = diagnose_bytes(_read(raw), raw.name)
-        cases.append(score_case(stem, label, scoped_launch(resp)))
+        cases.append(score_case(stem, label, scoped_launch(resp), program_scope(resp, label)))
         src = folder / f"{stem}.source.csv.gz"
         if label.hot_line and label.hot_line.get("line") is not None and src.is_file():
             report = parse_source_page(_read(src))

@@ -39,7 +39,7 @@ from .ncu_csv import (
     parse_metrics_dict,
 )
 from .next_step import NextStep, next_step
-from .program import KernelShare, rank_kernels, select_kernel
+from .program import KernelShare, ProgramReading, rank_kernels, read_program, select_kernel
 from .report_views import report_views
 from .repz import unwrap as unwrap_repz
 from .routing import route
@@ -111,6 +111,7 @@ class DiagnoseResponse(BaseModel):
     launches: list[LaunchDiagnosis] = Field(default_factory=list)
     text_signals: list[dict[str, Any]] = Field(default_factory=list)
     kernels: list[KernelShare] = Field(default_factory=list)
+    program: ProgramReading | None = None  # an export of several launches read as one program
     hotspots: HotspotReport | None = None
     warnings: list[str] = Field(default_factory=list)
     took_ms: float = 0.0
@@ -162,6 +163,10 @@ def diagnose_parsed(parsed: ParseResult, filename: str = "", started: float | No
         if verdict is not None:
             verdict.checks.append(check)
     resp.kernels = [s.model_copy(update={"top": by_kernel[s.kernel][s.longest].top if s.kernel in by_kernel else None}) for s in shares]
+    resp.program = read_program(resp.kernels, [d.key_metrics.get("duration", 0.0) for d in resp.launches],
+                                {s.kernel: [(x.signal, x.magnitude) for x in by_kernel[s.kernel][s.longest].signals
+                                            if not x.by_design and x.signal != "speed-of-light"]
+                                 for s in resp.kernels if s.kernel in by_kernel})
     if not any(d.metrics_read or d.rules_read for d in resp.launches):
         raise BadInput("no Nsight Compute metric in the input was recognized", hint="export with `--page raw --csv`")
     resp.took_ms = round((time.perf_counter() - started) * 1000, 2)

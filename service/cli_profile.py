@@ -56,6 +56,8 @@ def print_diagnosis(resp: DiagnoseResponse) -> None:
         typer.secho(f"{len(resp.kernels)} kernels, {len(resp.launches)} launches, by share of GPU time:", bold=True)
         for ks in resp.kernels[:TOP_KERNELS_PRINTED]:
             typer.echo(f"  {ks.share:6.1%}  {ks.total_ns / 1e3:9.1f} us  x{ks.launches:<3d} {ks.top or '-':22s} {ks.kernel[:90]}")
+        if resp.program is not None and resp.program.summary:
+            typer.secho(f"  {resp.program.summary}", bold=True)
         if len(resp.launches) > MAX_LAUNCHES_PRINTED:
             by_kernel: dict[str, list[LaunchDiagnosis]] = {}
             for d in resp.launches:

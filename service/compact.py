@@ -164,6 +164,7 @@ class CompactDiagnosis(BaseModel):
     launches_total: int = 0
     text_signals: list[str] = Field(default_factory=list, description="Signals recognized in pasted text")
     kernels: list[str] = Field(default_factory=list, description="Kernels by share of GPU time: 'share% name (top signal)'")
+    program: str = Field(default="", description="An export of several kernels read as one program: where its wall time goes first")
     hotspots: list[str] = Field(default_factory=list, description="Source lines by warp-stall samples: 'share file:line code | stalls | facts -> signals'")
     warnings: list[str] = Field(default_factory=list)
     recorded: str | None = Field(default=None, description="The ledger candidate (task/id) the diagnosis was attached to")
@@ -399,6 +400,7 @@ def compact_diagnosis(resp: DiagnoseResponse, max_launches: int = 5, max_signals
     return CompactDiagnosis(format=resp.format, launches=launches, launches_total=len(resp.launches),
                             text_signals=[str(t.get("signal")) for t in resp.text_signals if t.get("signal")],
                             kernels=[f"{ks.share:.1%} {ks.kernel[:120]} ({ks.top or '-'})" for ks in resp.kernels[:10]],
+                            program=resp.program.summary if resp.program is not None and len(resp.kernels) > 1 else "",
                             hotspots=_hotspot_lines(resp.hotspots),
                             warnings=list(resp.warnings[:10]))
 

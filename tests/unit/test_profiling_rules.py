@@ -162,3 +162,41 @@ def test_garbage_values_do_not_crash():
     ev = evaluate(weird)  # type: ignore[arg-type]
     assert all(0 <= f.magnitude <= 1 for f in ev.fired)
     assert rules.small_grid({"grid_size": 1.0, "sm_count": 0.0}).__class__ is Missing
+
+
+def test_a_handful_of_lsu_stores_in_a_tma_kernel_is_no_sparse_store_problem():
+    # the stores' share is taken of all L1TEX->L2 traffic: a TMA kernel moves its tiles past the LSU counters
+    tma = {"bytes_per_sector_global_st": 4.0, "global_ld_sectors": 0.0, "global_st_sectors": 1.0,
+           "l2_sectors_from_l1": 9_000_000.0, "memory_throughput_pct": 60.0}
+    f = RULES["sparse-stores"](tma)
+    assert isinstance(f, Fired) and f.magnitude < 0.001
+    lsu = dict(tma, global_st_sectors=16_000_000.0, global_ld_sectors=8_000_000.0, l2_sectors_from_l1=24_000_000.0)
+    f = RULES["sparse-stores"](lsu)
+    assert isinstance(f, Fired) and f.magnitude > 0.25
+
+
+def test_an_access_pattern_whose_excess_hits_in_l1_costs_no_memory_traffic():
+    base = {"bytes_per_sector_global_ld": 12.8, "global_ld_sectors": 42e6, "global_st_sectors": 4e6,
+            "memory_throughput_pct": 55.0, "l2_theoretical_sectors_global_ideal": 21e6}
+    assert RULES["uncoalesced-global"](dict(base, l2_sectors_from_l1=11.6e6)) is None  # fewer sectors to L2 than ideal
+    assert isinstance(RULES["uncoalesced-global"](dict(base, l2_sectors_from_l1=30e6)), Fired)
+    assert isinstance(RULES["uncoalesced-global"](base), Fired)  # without the counters: as before
+
+
+def test_a_program_of_short_launches_leads_with_its_launch_overhead():
+    from kwiki.profiling.ncu_csv import LaunchProfile
+    from kwiki.profiling.program import rank_kernels, read_program
+    durs = [13_000.0, 3_000.0, 3_000.0, 2_500.0, 3_500.0, 2_500.0]
+    ps = [LaunchProfile(kernel=f"k{i}", launch_id=str(i), metrics={"duration": d}) for i, d in enumerate(durs)]
+    ks = rank_kernels(ps)
+    prog = read_program(ks, durs, {"k0": [("small-grid", 0.76)], "k1": [("launch-overhead", 0.5)]})
+    assert prog is not None and prog.short_launches == 5
+    assert prog.signals[0].signal == "launch-overhead" and prog.signals[0].kernel is None
+    assert abs(prog.signals[0].magnitude - 5 * 3500 / (sum(durs) + 5 * 3500)) < 1e-3
+    assert [s.signal for s in prog.signals].count("launch-overhead") == 1  # a kernel's own is counted program-wide
+    # one long kernel: its own signal, weighed by its share of the wall time, leads
+    long = [900_000.0, 3_000.0, 3_000.0]
+    ps = [LaunchProfile(kernel=f"k{i}", launch_id=str(i), metrics={"duration": d}) for i, d in enumerate(long)]
+    prog = read_program(rank_kernels(ps), long, {"k0": [("dram-bound", 0.8)]})
+    assert prog is not None and prog.signals[0].signal == "dram-bound" and prog.signals[0].kernel == "k0"
+    assert read_program(rank_kernels(ps[:1]), long[:1], {}) is None
