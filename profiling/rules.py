@@ -268,13 +268,24 @@ def tensor_pipe_bound(m: Metrics) -> Outcome:
 
 
 def tensor_pipe_underused(m: Metrics) -> Outcome:
+    """The tensor pipe under half busy in a kernel that uses it. On sm_90 a kernel with no wgmma instruction
+    (``sm__inst_executed_pipe_tensor_op_gmma`` = 0, a gh100-only counter) issues mma.sync, whose ops path peaks at two
+    thirds of the chip's tensor rate: its pipe share is read against the chip's peak."""
     t = _tensor(m)
     if t is None:
         return Missing(signal="tensor-pipe-underused", metrics=["pipe_tensor_cycles_pct"])
     th, lo = thr("tensor-pipe-underused", "tensor_pct"), thr("tensor-pipe-underused", "min_tensor_pct")
-    if not lo <= t < th:
+    mma_sync = g(m, "tensor_gmma_inst_pct") == 0 and t >= lo
+    eff = t * thr("tensor-pipe-underused", "hmma_path_peak") if mma_sync else t
+    if not lo <= eff < th:
         return None
-    return fire("tensor-pipe-underused", 0.5 * (1 - t / 100), ("sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active (max over tensor pipes)", t, f"{lo:g}..{th:g}"))
+    ev: list[tuple[str, Any, Any] | tuple[str, Any, Any, str]] = [
+        ("sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active (max over tensor pipes)", t, f"{lo:g}..{th:g}")]
+    if mma_sync:
+        ev.append(("sm__inst_executed_pipe_tensor_op_gmma.avg.pct_of_peak_sustained_active", 0.0, None,
+                   f"no wgmma on sm_90: mma.sync, whose path peaks at two thirds of the tensor rate; {eff:.0f}% of the chip's tensor peak "
+                   "(wgmma with TMA and warp specialization reads operands from shared memory)"))
+    return fire("tensor-pipe-underused", 0.5 * (1 - eff / 100), *ev)
 
 
 def register_spilling(m: Metrics) -> Outcome:

@@ -200,3 +200,12 @@ def test_a_program_of_short_launches_leads_with_its_launch_overhead():
     prog = read_program(rank_kernels(ps), long, {"k0": [("dram-bound", 0.8)]})
     assert prog is not None and prog.signals[0].signal == "dram-bound" and prog.signals[0].kernel == "k0"
     assert read_program(rank_kernels(ps[:1]), long[:1], {}) is None
+
+
+def test_mma_sync_on_hopper_is_read_against_the_chips_tensor_peak():
+    # sm_90's wgmma instruction counter at 0 with the tensor pipe 55% busy: mma.sync, whose path peaks at 2/3
+    fa2 = {"pipe_tensor_hmma_cycles_pct": 55.0, "tensor_gmma_inst_pct": 0.0}
+    f = RULES["tensor-pipe-underused"](fa2)
+    assert isinstance(f, Fired) and any("mma.sync" in e.note for e in f.evidence)
+    assert RULES["tensor-pipe-underused"](dict(fa2, tensor_gmma_inst_pct=4.8)) is None  # wgmma: 55% is over the bar
+    assert RULES["tensor-pipe-underused"]({"pipe_tensor_hmma_cycles_pct": 55.0}) is None  # no sm_90 counter: as before
