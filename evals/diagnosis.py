@@ -138,7 +138,7 @@ def program_scope(resp: DiagnoseResponse, label: Label) -> tuple[list[str], str 
 
 def score_case(stem: str, label: Label, launch: LaunchDiagnosis, program: tuple[list[str], str | None] | None = None) -> CaseResult:
     got = [s.signal for s in launch.signals]
-    status = launch.verdict.status if launch.verdict else None
+    status: str | None = launch.verdict.status if launch.verdict else None
     if program is not None:
         got, status = program
     if label.expected_first == HEALTHY:
