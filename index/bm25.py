@@ -89,15 +89,28 @@ def _document(page: Page, row: int, headings: str, body: str) -> tantivy.Documen
     )
 
 
+class DocWriter:
+    """A tantivy index written document by document (its writer flushes segments within a fixed heap)."""
+
+    def __init__(self, path: Path, index_schema: tantivy.Schema | None = None) -> None:
+        path.mkdir(parents=True)
+        self.index = tantivy.Index(index_schema or schema(), path=str(path))
+        register(self.index)
+        self.writer = self.index.writer(heap_size=128_000_000, num_threads=1)
+
+    def add(self, doc: tantivy.Document) -> None:
+        self.writer.add_document(doc)
+
+    def close(self) -> None:
+        self.writer.commit()
+        self.writer.wait_merging_threads()
+
+
 def _write(path: Path, docs: Iterable[tantivy.Document], index_schema: tantivy.Schema | None = None) -> None:
-    path.mkdir(parents=True)
-    index = tantivy.Index(index_schema or schema(), path=str(path))
-    register(index)
-    writer = index.writer(heap_size=128_000_000, num_threads=1)
+    writer = DocWriter(path, index_schema)
     for doc in docs:
-        writer.add_document(doc)
-    writer.commit()
-    writer.wait_merging_threads()
+        writer.add(doc)
+    writer.close()
 
 
 #: Fields of the page-level index: what every KernelWiki-format page has, searched without boosts.
@@ -116,9 +129,13 @@ def page_schema() -> tantivy.Schema:
 def write_pages(path: Path, pages: dict[str, Page]) -> None:
     """The page index: one document per page (``row`` = position in ``pages``), its title, tag fields and whole
     body, so a short page and a long one compete as pages, not as chunks."""
-    _write(path, (tantivy.Document(row=row, title=f"{page.title} {' '.join(page.aliases)}", tags=facet_text(page),
-                                   body=page.body, filters=filter_terms(page)) for row, page in enumerate(pages.values())),
-           page_schema())
+    _write(path, (page_document(page, row) for row, page in enumerate(pages.values())), page_schema())
+
+
+def page_document(page: Page, row: int) -> tantivy.Document:
+    """The page index's document of ``page``, the ``row``-th page of the build."""
+    return tantivy.Document(row=row, title=f"{page.title} {' '.join(page.aliases)}", tags=facet_text(page),
+                            body=page.body, filters=filter_terms(page))
 
 
 def _filtered(schema: tantivy.Schema, should: list, must_filters: list[list[str]]) -> tantivy.Query:
@@ -169,7 +186,12 @@ class PageIndex:
 
 def write(path: Path, pages: dict[str, Page], chunks: list[Chunk]) -> None:
     """The chunk index: one document per chunk, ``row`` = position in the chunk list."""
-    _write(path, (_document(pages[c.page_key], row, " ".join(c.heading_path), c.text) for row, c in enumerate(chunks)))
+    _write(path, (chunk_document(pages[c.page_key], c, row) for row, c in enumerate(chunks)))
+
+
+def chunk_document(page: Page, chunk: Chunk, row: int) -> tantivy.Document:
+    """The chunk index's document of ``chunk`` (of ``page``), the ``row``-th chunk of the build."""
+    return _document(page, row, " ".join(chunk.heading_path), chunk.text)
 
 
 @dataclass

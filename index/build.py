@@ -15,26 +15,23 @@ import fcntl
 import hashlib
 import json
 import os
-import re
 import shutil
 import time
 import uuid
 from dataclasses import dataclass, field
+from itertools import chain
 from pathlib import Path
-from typing import Callable
-
-import numpy as np
+from typing import Iterator
 
 from kwiki import __version__
 from kwiki.errors import BadRequest, BuildLocked, CorpusNotFound, EmptyBuild
 from kwiki.ingest import chunking, corpus
 from kwiki.ingest.corpus import (
     LAYOUT_FOLDERS,
+    CorpusReader,
     CorpusRoot,
-    IngestResult,
     chunk_page,
     missing_roots,
-    read_corpora,
     root_problems,
     shown_path,
     walk_tree,
@@ -44,14 +41,18 @@ from kwiki.settings import ANN_MIN_ROWS, EMBED_THREADS, MAX_PAGE_BYTES
 
 from . import bm25, vectors
 from . import manifest as manifest_mod
+from . import writer as writer_mod
 from .manifest import CURRENT, Manifest, current_build, read_manifest
+from .writer import (  # noqa: F401 - embed_text and sentence_key are imported from here
+    _NOT_FOR_MODEL,
+    BuildWriter,
+    Progress,
+    embed_text,
+    sentence_key,
+)
 
 BUILDS = "builds"
 KEEP_BUILDS = 3
-
-#: Progress callback: (stage, done, total).
-Progress = Callable[[str, int, int], None]
-
 
 @dataclass
 class BuildResult:
@@ -156,40 +157,6 @@ class BuildLock:
             self.fd = None
 
 
-def corpus_hash(result: IngestResult) -> str:
-    h = hashlib.sha256()
-    for p in sorted(result.pages, key=lambda p: (p.corpus, p.path)):
-        h.update(f"{p.corpus}\0{p.path}\0{p.provenance.sha256}\n".encode())
-    for a in sorted(result.artifacts, key=lambda a: a.id):
-        h.update(f"{a.id}\0{json.dumps(a.meta, sort_keys=True, default=str)}\n".encode())
-    for name, voc in sorted(result.vocab.items()):
-        h.update(json.dumps([name, sorted(voc.aliases.items())], default=str).encode())
-    return h.hexdigest()
-
-
-#: Lines the model gains nothing from: a bare file path (KernelWiki PR pages list every changed file, a third of
-#: their word pieces) and checklist boxes of PR templates. BM25's identifier field still matches the paths.
-_NOT_FOR_MODEL = re.compile(
-    r"^\s*(?:[-*+]\s*)?(?:`?[\w.@+-]*(?:/[\w.@+-]+)+\.\w{1,6}`?[\s,;:]*(?:\([^)]*\))?|\[[ xX]\].*)\s*$"
-)
-
-
-def embed_text(title: str, heading_path: list[str], text: str) -> str:
-    r"""What the model sees for a chunk: the page title and heading path give it context.
-
-    >>> embed_text("Fix", ["Changed Files"], "Speeds up decode.\n- `csrc/attn/decode.cu`\n- [x] tests pass")
-    'Fix. Changed Files\nSpeeds up decode.'
-    """
-    head = " > ".join(heading_path)
-    body = "\n".join(line for line in text.splitlines() if not _NOT_FOR_MODEL.match(line))
-    return f"{title}. {head}\n{body}" if head else f"{title}\n{body}"
-
-
-def sentence_key(text: str) -> str:
-    """Cache key of a sentence vector (chunks use their content hash)."""
-    return hashlib.sha256(f"sentence\0{text}".encode()).hexdigest()
-
-
 def _switch(index_dir: Path, build_name: str) -> None:
     tmp_link = index_dir / f".{CURRENT}.{uuid.uuid4().hex}"
     os.symlink(Path(BUILDS) / build_name, tmp_link)
@@ -206,20 +173,32 @@ def _collect_garbage(index_dir: Path, keep: str) -> None:
         shutil.rmtree(partial, ignore_errors=True)
 
 
-def add_pages(result: IngestResult, source: PageSource) -> None:
-    """Add the pages of a source outside the corpora; a key already taken is reported and skipped."""
-    taken = {p.key for p in result.pages}
-    result.report.corpora.setdefault(source.name, source.origin)
-    for page in source.pages:
-        if page.key in taken:
-            result.report.duplicates.append(Problem(corpus=page.corpus, path=page.path, reason=f"duplicate id '{page.key}'; skipped"))
-            continue
-        taken.add(page.key)
-        chunks = chunk_page(page)
-        result.pages.append(page)
-        result.chunks += chunks
-        result.report.pages_by_type[page.type] = result.report.pages_by_type.get(page.type, 0) + 1
-        result.report.chunks_by_type[page.type] = result.report.chunks_by_type.get(page.type, 0) + len(chunks)
+def _source_pages(reader: CorpusReader, sources: list[PageSource]) -> Iterator[tuple[Page, list[Chunk]]]:
+    """The pages of sources outside the corpora (after the corpora's), with their chunks; a key already taken is
+    reported and skipped."""
+    for source in sources:
+        reader.report.corpora.setdefault(source.name, source.origin)
+        for page in source.pages:
+            if page.key in reader.keys:
+                reader.report.duplicates.append(Problem(corpus=page.corpus, path=page.path,
+                                                        reason=f"duplicate id '{page.key}'; skipped"))
+                continue
+            reader.keys.add(page.key)
+            chunks = chunk_page(page)
+            reader.count(page, len(chunks))
+            yield page, chunks
+
+
+def _batches(pages: Iterator[tuple[Page, list[Chunk]]]) -> Iterator[list[tuple[Page, list[Chunk]]]]:
+    """Consecutive batches of :data:`writer.BATCH_PAGES` pages (read from the module: tests shrink it)."""
+    batch: list[tuple[Page, list[Chunk]]] = []
+    for item in pages:
+        batch.append(item)
+        if len(batch) >= writer_mod.BATCH_PAGES:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
 
 
 def _serving_manifest(index_dir: Path) -> Manifest | None:
@@ -282,58 +261,43 @@ def build_index(
                 report = IngestReport.model_validate_json((current_build(index_dir) / "report.json").read_text())
                 return BuildResult(path=current_build(index_dir), manifest=serving, report=report, unchanged=True,
                                    skipped_roots=skipped_roots)
-        result = read_corpora(
-            roots, max_page_bytes=max_page_bytes, progress=(lambda d, t: progress("read", d, t)) if progress else None
-        )
-        for source in page_sources or []:
-            add_pages(result, source)
-        if not result.pages:
-            serving = _serving_manifest(index_dir)
-            if serving is not None and serving.counts.get("pages", 0) > 0:  # a build of nothing never replaces one
-                raise EmptyBuild(
-                    f"the build read no page from {', '.join(str(r.root) for r in roots) or 'no corpus'}; the index "
-                    f"served (build {serving.build_id}, {serving.counts['pages']} pages) is kept",
-                    hint="check the --corpus folders" + "".join(
-                        f"; skipped {p.corpus}:{p.path}: {p.reason}" for p in result.report.skipped[:3]))
-        pages = {p.key: p for p in result.pages}
-        chunks = result.chunks
         stamp = _dt.datetime.now(_dt.timezone.utc)
         build_id = f"{stamp:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
         tmp = index_dir / BUILDS / f"{build_id}.partial"
         tmp.mkdir()
-
-        bm25.write(tmp / "bm25", pages, chunks)
-        bm25.write_pages(tmp / "bm25-pages", pages)
-
+        reader = CorpusReader(roots, max_page_bytes=max_page_bytes,
+                              progress=(lambda d, t: progress("read", d, t)) if progress else None)
         cache = vectors.EmbeddingCache(Path(cache_dir) if cache_dir else index_dir / "cache", model)
-        sentence_rows, sentence_texts = curated_sentences(pages, chunks, result.report)
-        question_pages, question_texts = page_questions(pages, chunks)
-        sentence_keys = [sentence_key(t) for t in sentence_texts + question_texts]
-        todo = {c.content_hash: embed_text(pages[c.page_key].title, c.heading_path, c.text) for c in chunks}
-        todo.update(zip(sentence_keys, sentence_texts + question_texts))
-        embedded = _embed_missing(cache, todo, embedder, threads, progress, adapter)
-        chunk_matrix = cache.get([c.content_hash for c in chunks])
-        vectors.write_table(tmp / "vectors", [_vector_row(c) for c in chunks], chunk_matrix)
-        sentence_matrix = cache.get(sentence_keys)
-        question_rows = nearest_chunks(question_pages, sentence_matrix[len(sentence_texts):], chunks, chunk_matrix)
-        vectors.write_sentences(tmp / "vectors", sentence_rows + question_rows, sentence_texts + question_texts, sentence_matrix,
-                                questions=[False] * len(sentence_texts) + [True] * len(question_texts))
-        ann = ann_indexes(tmp / "vectors", {vectors.TABLE: len(chunks), vectors.SENTENCES: len(sentence_keys)}, ann_min_rows)
-        _write_records(tmp, result)
+        writer = BuildWriter(tmp, cache, embedder, threads, adapter, progress)
+        for batch in _batches(chain(reader.pages(), _source_pages(reader, page_sources or []))):
+            writer.add(batch, reader.report)
+        report = reader.report
+        writer.close(reader.artifacts, reader.vocab, report)
+        if not writer.pages:
+            serving = _serving_manifest(index_dir)
+            if serving is not None and serving.counts.get("pages", 0) > 0:  # a build of nothing never replaces one
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise EmptyBuild(
+                    f"the build read no page from {', '.join(str(r.root) for r in roots) or 'no corpus'}; the index "
+                    f"served (build {serving.build_id}, {serving.counts['pages']} pages) is kept",
+                    hint="check the --corpus folders" + "".join(
+                        f"; skipped {p.corpus}:{p.path}: {p.reason}" for p in report.skipped[:3]))
+        ann = ann_indexes(tmp / "vectors", {vectors.TABLE: writer.chunks,
+                                            vectors.SENTENCES: writer.sentences + writer.questions}, ann_min_rows)
         manifest = Manifest(
             kwiki_version=__version__,
             model=model,
             model_dim=vectors.DIM,
             chunker_version=chunking.CHUNKER_VERSION,
             fingerprint=fingerprint,
-            corpus_hash=corpus_hash(result),
+            corpus_hash=writer.corpus_hash(reader.artifacts, reader.vocab),
             source_hash=quick,
-            corpora=result.report.corpora,
-            counts={"pages": len(result.pages), "chunks": len(chunks), "sentences": len(sentence_texts),
-                    "questions": len(question_texts), "artifacts": len(result.artifacts),
-                    "skipped": len(result.report.skipped), "duplicates": len(result.report.duplicates)},
-            pages_by_type=result.report.pages_by_type,
-            embedded=embedded,
+            corpora=report.corpora,
+            counts={"pages": writer.pages, "chunks": writer.chunks, "sentences": writer.sentences,
+                    "questions": writer.questions, "artifacts": len(reader.artifacts),
+                    "skipped": len(report.skipped), "duplicates": len(report.duplicates)},
+            pages_by_type=report.pages_by_type,
+            embedded=writer.embedded,
             ann=ann,
             build_seconds=round(time.monotonic() - started, 2),
             created_at=stamp.isoformat(timespec="seconds"),
@@ -347,7 +311,7 @@ def build_index(
         final = index_dir / BUILDS / build_id
         os.rename(tmp, final)
         _switch(index_dir, build_id)
-        return BuildResult(path=final, manifest=manifest, report=result.report, skipped_roots=skipped_roots)
+        return BuildResult(path=final, manifest=manifest, report=report, skipped_roots=skipped_roots)
 
 
 def ann_indexes(folder: Path, rows: dict[str, int], min_rows: int) -> dict[str, dict[str, int | str]]:
@@ -356,92 +320,3 @@ def ann_indexes(folder: Path, rows: dict[str, int], min_rows: int) -> dict[str, 
     return {name: vectors.create_ann_index(folder, name) for name, n in rows.items() if n >= min_rows}
 
 
-#: Sentence vectors per page (a long curated page has a few hundred); a page with more is reported, the rest left out.
-MAX_SENTENCES_PER_PAGE = 2000
-
-
-def curated_sentences(pages: dict[str, Page], chunks: list[Chunk],
-                      report: IngestReport | None = None) -> tuple[list[int], list[str]]:
-    """(chunk row, sentence) of every sentence of the curated pages, as two lists (``vectors.write_sentences``);
-    at most :data:`MAX_SENTENCES_PER_PAGE` per page, a page over it reported in ``report``."""
-    pairs: list[tuple[int, str]] = []
-    per_page: dict[str, int] = {}
-    for row, c in enumerate(chunks):
-        if pages[c.page_key].type not in chunking.SENTENCE_TYPES:
-            continue
-        for text in chunking.sentences(c.text, chunking.SENTENCE_MIN_WORDS):
-            n = per_page[c.page_key] = per_page.get(c.page_key, 0) + 1
-            if n <= MAX_SENTENCES_PER_PAGE:
-                pairs.append((row, text))
-    for key, n in per_page.items():
-        if n > MAX_SENTENCES_PER_PAGE and report is not None:
-            page = pages[key]
-            report.warnings.append(Problem(corpus=page.corpus, path=page.path, reason=(
-                f"page has {n} sentences, over the {MAX_SENTENCES_PER_PAGE}-sentence page limit; "
-                f"the first {MAX_SENTENCES_PER_PAGE} get vectors")))
-    return [r for r, _ in pairs], [t for _, t in pairs]
-
-
-def page_questions(pages: dict[str, Page], chunks: list[Chunk]) -> tuple[list[str], list[str]]:
-    """(page key, question) of every question a page lists that has a chunk in the index, as two lists."""
-    chunked = {c.page_key for c in chunks}
-    pairs = [(key, q) for key, p in pages.items() if key in chunked for q in p.questions]
-    return [k for k, _ in pairs], [q for _, q in pairs]
-
-
-def nearest_chunks(page_keys: list[str], question_vectors: np.ndarray, chunks: list[Chunk],
-                   chunk_matrix: np.ndarray) -> list[int]:
-    """For each question, the row of its page's chunk closest to it: the section that answers it, which the
-    question's vector then stands for (as a sentence stands for its chunk)."""
-    rows_of: dict[str, list[int]] = {}
-    for row, c in enumerate(chunks):
-        rows_of.setdefault(c.page_key, []).append(row)
-    out = []
-    for key, vec in zip(page_keys, question_vectors):
-        rows = rows_of[key]
-        out.append(rows[int(np.argmax(chunk_matrix[rows] @ vec))])
-    return out
-
-
-def _embed_missing(cache: vectors.EmbeddingCache, todo: dict[str, str], embedder: vectors.Embedder | None,
-                   threads: int, progress: Progress | None, adapter: str | None = None) -> int:
-    """Embed the texts (content key -> text) the cache lacks, chunks and sentences in one length-sorted
-    queue; returns how many were embedded."""
-    lacking = set(cache.missing(list(todo)))
-    missing = [(h, text) for h, text in todo.items() if h in lacking]
-    if not missing:
-        return 0
-    embedder = embedder or vectors.Embedder(threads=threads, adapter=adapter)
-    done = 0
-
-    def tick(n: int) -> None:
-        nonlocal done
-        done += n
-        if progress:
-            progress("embed", done, len(missing))
-
-    cache.add([h for h, _ in missing], embedder.encode([text for _, text in missing], progress=tick))
-    cache.save()
-    return len(missing)
-
-
-def _vector_row(c: Chunk) -> dict[str, object]:
-    """The columns stored beside a chunk's vector in lancedb."""
-    return {"chunk_id": c.id, "page_key": c.page_key, "corpus": c.corpus, "path": c.provenance.path,
-            "heading": " > ".join(c.heading_path), "line_start": c.line_start, "line_end": c.line_end,
-            "content_hash": c.content_hash}
-
-
-def _write_records(folder: Path, result: IngestResult) -> None:
-    """Pages, chunks, artifacts, vocabulary and the ingest report, as the searcher reads them."""
-    with open(folder / "pages.jsonl", "w", encoding="utf-8") as fh:
-        for p in result.pages:
-            fh.write(p.model_dump_json() + "\n")
-    with open(folder / "chunks.jsonl", "w", encoding="utf-8") as fh:
-        for c in result.chunks:
-            fh.write(c.model_dump_json(exclude={"provenance"}) + "\n")
-    (folder / "artifacts.json").write_text(json.dumps([a.model_dump() for a in result.artifacts], default=str))
-    (folder / "vocab.json").write_text(
-        json.dumps({n: {"aliases": v.aliases, "tags": {k: sorted(s) for k, s in v.tags.items()}} for n, v in result.vocab.items()})
-    )
-    (folder / "report.json").write_text(result.report.model_dump_json(indent=2))

@@ -16,7 +16,7 @@ import os
 import threading
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Iterator
 
 import numpy as np
 
@@ -174,39 +174,61 @@ class Embedder:
 
 
 class EmbeddingCache:
-    """Vectors keyed by chunk content hash, kept across builds (``<index_dir>/cache``)."""
+    """Vectors keyed by chunk content hash, kept across builds in one SQLite file (``<index_dir>/cache``).
+
+    A build looks up and adds vectors batch by batch, so it holds only its batch's vectors, however large the cache;
+    several builds may share the file (WAL, each batch one transaction). A cache of an earlier kwiki (``.npz``
+    beside it) is imported once.
+    """
+
+    #: Keys per SQL statement (SQLite allows 32,766 parameters; this keeps each statement small).
+    BATCH = 900
 
     def __init__(self, folder: Path, model: str = MODEL_NAME) -> None:
+        import sqlite3
+
         adapter = adapter_of(model)
         tag = f"-{adapter}-{_adapter.digest(adapter)}" if adapter else ""
-        self.path = folder / f"embeddings-minilm-l6-v2{tag}-e{EMBED_VERSION}.npz"
-        self.vectors: dict[str, np.ndarray] = {}
-        if self.path.exists():
+        stem = f"embeddings-minilm-l6-v2{tag}-e{EMBED_VERSION}"
+        self.path = folder / f"{stem}.sqlite3"
+        folder.mkdir(parents=True, exist_ok=True)
+        self.db = sqlite3.connect(self.path, timeout=60, check_same_thread=False)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, vector BLOB NOT NULL) WITHOUT ROWID")
+        self.db.commit()
+        legacy = folder / f"{stem}.npz"
+        if legacy.exists() and self.db.execute("SELECT 1 FROM vectors LIMIT 1").fetchone() is None:
             try:
-                data = np.load(self.path, allow_pickle=False)
-                self.vectors = dict(zip(data["keys"].tolist(), data["vectors"]))
+                data = np.load(legacy, allow_pickle=False)
+                self.add(data["keys"].tolist(), data["vectors"])
             except (OSError, ValueError, KeyError):
-                self.vectors = {}  # a damaged cache only costs time
+                pass  # a damaged cache only costs time
+
+    def _rows(self, sql: str, keys: list[str]) -> Iterator[tuple]:
+        for start in range(0, len(keys), self.BATCH):
+            part = keys[start:start + self.BATCH]
+            yield from self.db.execute(sql.format(",".join("?" * len(part))), part)
 
     def missing(self, hashes: list[str]) -> list[str]:
-        return [h for h in dict.fromkeys(hashes) if h not in self.vectors]
+        wanted = list(dict.fromkeys(hashes))
+        have = {k for (k,) in self._rows("SELECT key FROM vectors WHERE key IN ({})", wanted)}
+        return [h for h in wanted if h not in have]
 
     def add(self, hashes: list[str], vectors: np.ndarray) -> None:
-        self.vectors.update(zip(hashes, vectors))
+        vecs = np.ascontiguousarray(vectors, dtype=np.float32)
+        with self.db:
+            self.db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?)",
+                                ((h, v.tobytes()) for h, v in zip(hashes, vecs)))
 
     def get(self, hashes: list[str]) -> np.ndarray:
         if not hashes:
             return np.zeros((0, DIM), dtype=np.float32)
-        return np.stack([self.vectors[h] for h in hashes]).astype(np.float32)
+        found = dict(self._rows("SELECT key, vector FROM vectors WHERE key IN ({})", list(dict.fromkeys(hashes))))
+        return np.stack([np.frombuffer(found[h], dtype=np.float32) for h in hashes])
 
-    def save(self, keep: set[str] | None = None) -> None:
-        items = [(k, v) for k, v in self.vectors.items() if keep is None or k in keep]
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(self.path.stem + f".{os.getpid()}.tmp.npz")
-        keys = np.array([k for k, _ in items], dtype="U64")
-        vecs = np.stack([v for _, v in items]) if items else np.zeros((0, DIM), dtype=np.float32)
-        np.savez(tmp, keys=keys, vectors=vecs)
-        os.replace(tmp, self.path)
+    def save(self) -> None:
+        """Everything added is already stored (each ``add`` commits); kept for callers that end with it."""
+        self.db.commit()
 
 
 def write_table(folder: Path, rows: list[dict], vectors: np.ndarray) -> None:
@@ -331,9 +353,9 @@ def _matrix(table: "pa.Table") -> np.ndarray:
 #: The approximate index a large vector table gets: lancedb's IVF-FLAT over inner products. Its k-means partitions
 #: hold the vectors themselves, so the rows of the partitions a query probes are scored exactly (nothing to refine);
 #: what it can miss is a near row in a partition not probed. On 636,000 noisy copies of the real chunk vectors
-#: (``benchmarks/scale.py``, idle 2 cores) it built in 28 s and found the exact top 10 at recall 0.98 (nprobes 40 of
-#: 790) in 7 ms; IVF-PQ with the same exact refine of 10x candidates got 0.84 in 14 ms and built in 73 s, IVF-HNSW-SQ
-#: 0.77 (benchmarks/results/scale-100.json).
+#: (``benchmarks/ann_choice.py``, results/ann-choice.json) it built in 28 s and found the exact top 10 at recall
+#: 0.98 (nprobes 40 of 790 partitions) in 7 ms; IVF-PQ with an exact refine of 10x the candidates got 0.84 in 14 ms
+#: and built in 73 s; IVF-HNSW-SQ got 0.77 (results/scale-100.json).
 ANN_INDEX = "IVF_FLAT"
 
 
@@ -431,6 +453,10 @@ class VectorIndex:
             return []
         queries = np.atleast_2d(query).astype(np.float32)
         rows = self.ann_rows(queries, limit, mask, params, sentences, questions)
+        if rows is not None and queries.shape[0] > 1 and pages is not None and len(pages):
+            # the clauses blend in each page's best chunk per clause: every chunk of a candidate page is scored
+            rows = np.flatnonzero(np.isin(pages, pages[rows]))
+            rows = rows[mask[rows]] if mask is not None else rows
         # chunks x query vectors; with candidate rows, row i of ``each`` is chunk rows[i]
         each = self._scores(queries, params, sentences, questions) if rows is None \
             else self._row_scores(rows, queries, params, sentences, questions)
@@ -461,9 +487,10 @@ class VectorIndex:
     def ann_rows(self, queries: np.ndarray, limit: int, mask: np.ndarray | None, params: RankingParams,
                  sentences: bool = True, questions: bool = True) -> np.ndarray | None:
         """The chunk rows to score for ``queries``: None (every row, exact search) without an approximate index;
-        the rows a filter keeps when they are fewer than ``exact_below``; else the union over the query vectors of
-        their ``limit`` nearest chunks and the chunks of their ``limit`` nearest sentences (and listed questions) by
-        the approximate indexes, sorted. Those are then scored as exact search scores every row."""
+        the rows a filter keeps when they are fewer than ``exact_below``; else the union over the query vectors (and
+        their mean, for several) of their ``limit`` nearest chunks and the chunks of their ``limit`` nearest
+        sentences (and listed questions) by the approximate indexes, sorted. Those are then scored as exact search
+        scores every row."""
         if self.ann_chunks is None:
             return None
         fetch = limit
@@ -472,6 +499,10 @@ class VectorIndex:
             if kept < self.exact_below:
                 return np.flatnonzero(mask)
             fetch = min(self.exact_below, int(np.ceil(fetch * len(mask) / kept)))  # what the filter drops, fetched over
+        if len(queries) > 1:
+            # the clauses of a long query: a chunk's mean score over them is its cosine with their mean vector, so
+            # the mean's nearest chunks are asked for too (each clause's own nearest are not the mean's)
+            queries = np.vstack([queries, queries.mean(axis=0, keepdims=True)])
         found = [self.ann_chunks.nearest(queries, fetch, params.ann_nprobes)]
         if (sentences or questions) and len(self.sentence_rows):
             if self.ann_sentences is not None:

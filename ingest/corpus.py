@@ -397,121 +397,160 @@ def _artifact(path: Path, rel: Path, corpus: str, data: Any) -> Artifact:
     )
 
 
-def read_corpora(
-    roots: list[CorpusRoot],
-    max_page_bytes: int = MAX_PAGE_BYTES,
-    progress: Callable[[int, int], None] | None = None,
-) -> IngestResult:
-    """Read every root; pages keep their corpus, duplicates get a corpus-qualified key."""
-    report = IngestReport()
-    pages: list[Page] = []
-    artifacts: list[Artifact] = []
-    vocab: dict[str, Vocabulary] = {}
-    by_key: dict[str, Page] = {}
-    seen_in_corpus: dict[tuple[str, str], str] = {}
-    work: list[tuple[CorpusRoot, Path]] = []
-    report.skipped += root_problems(roots)
-    for croot in roots:
-        if not croot.root.is_dir():
-            continue
-        report.corpora[croot.name] = str(croot.root.resolve())
-        vocab[croot.name] = load_vocabulary(croot.root, report, croot.name)
-        work += [(croot, p) for p in _walk(croot.root, report, croot.name)]
+class CorpusReader:
+    """The roots read page by page (:meth:`pages`), so an ingest holds one page at a time, not the corpus.
 
-    for done, (croot, path) in enumerate(work, 1):
-        if progress:
-            progress(done, len(work))
+    Before the first page: the vocabularies (``vocab``), every artifact bundle (``artifacts``: a page is linked to
+    its bundles as it is read) and the file list. ``report`` is complete once :meth:`pages` is exhausted; ``keys``
+    holds every page key given out (a later source's page may not take one).
+    """
+
+    def __init__(self, roots: list[CorpusRoot], max_page_bytes: int = MAX_PAGE_BYTES,
+                 progress: Callable[[int, int], None] | None = None) -> None:
+        self.max_page_bytes = max_page_bytes
+        self.progress = progress
+        self.report = IngestReport()
+        self.artifacts: list[Artifact] = []
+        self.vocab: dict[str, Vocabulary] = {}
+        self.keys: set[str] = set()
+        self._corpus_of_key: dict[str, str] = {}  # page key -> its corpus (a same id in a later corpus is qualified)
+        self._seen_in_corpus: dict[tuple[str, str], str] = {}  # (corpus, id) -> path of the first page with it
+        self._types: Counter[str] = Counter()
+        self._chunk_types: Counter[str] = Counter()
+        self._unknown: dict[str, set[str]] = defaultdict(set)
+        self._work: list[tuple[CorpusRoot, Path]] = []
+        self.report.skipped += root_problems(roots)
+        for croot in roots:
+            if not croot.root.is_dir():
+                continue
+            self.report.corpora[croot.name] = str(croot.root.resolve())
+            self.vocab[croot.name] = load_vocabulary(croot.root, self.report, croot.name)
+            self._work += [(croot, p) for p in _walk(croot.root, self.report, croot.name)]
+        for croot, path in self._work:
+            rel = path.relative_to(croot.root)
+            if path.name in ("PROVENANCE.yaml", "MANIFEST.yaml") and rel.parts[0] == "artifacts":
+                try:
+                    self.artifacts.append(_artifact(path, rel, croot.name, parse_yaml(_read_text(path, max_page_bytes))))
+                except (OSError, ValueError, FrontmatterError, RecursionError) as exc:
+                    self.report.skipped.append(Problem(corpus=croot.name, path=str(rel), reason=str(exc) or type(exc).__name__))
+                except Exception as exc:  # noqa: BLE001 - a hostile file must never stop the ingest
+                    self.report.skipped.append(Problem(corpus=croot.name, path=str(rel), reason=f"unreadable page: {exc!r}"[:300]))
+        self._linker = _ArtifactLinker(self.artifacts)
+        self.report.artifacts = len(self.artifacts)
+
+    def pages(self) -> Iterator[tuple[Page, list[Chunk]]]:
+        """Each page read, with its chunks, in file order; skipped files and duplicates go to ``report``."""
+        for done, (croot, path) in enumerate(self._work, 1):
+            if self.progress:
+                self.progress(done, len(self._work))
+            page = self._page(croot, path)
+            if page is None:
+                continue
+            self._linker.link(page)
+            chunks = chunk_page(page)
+            if len(chunks) > MAX_CHUNKS_PER_PAGE:
+                self.report.warnings.append(Problem(corpus=page.corpus, path=page.path, reason=(
+                    f"page has {len(chunks)} chunks, over the {MAX_CHUNKS_PER_PAGE}-chunk page limit; "
+                    f"the first {MAX_CHUNKS_PER_PAGE} are indexed")))
+                chunks = chunks[:MAX_CHUNKS_PER_PAGE]
+            self.count(page, len(chunks))
+            _unknown_vocabulary(page, self.vocab, self._unknown)
+            yield page, chunks
+        self.report.unknown_vocabulary = {k: sorted(v) for k, v in sorted(self._unknown.items())}
+
+    def count(self, page: Page, chunks: int) -> None:
+        """Count a page (and its chunks) in the report's totals by type."""
+        self._types[page.type] += 1
+        self._chunk_types[page.type] += chunks
+        self.report.pages_by_type = dict(sorted(self._types.items()))
+        self.report.chunks_by_type = dict(sorted((t, n) for t, n in self._chunk_types.items() if n))
+
+    def _page(self, croot: CorpusRoot, path: Path) -> Page | None:
         rel = path.relative_to(croot.root)
         name = croot.name
+        if path.suffix.lower() != ".md" or rel.parts[0] == "artifacts":
+            return None
         try:
-            if path.name in ("PROVENANCE.yaml", "MANIFEST.yaml") and rel.parts[0] == "artifacts":
-                text = _read_text(path, max_page_bytes)
-                artifacts.append(_artifact(path, rel, name, parse_yaml(text)))
-                continue
-            if path.suffix.lower() != ".md" or rel.parts[0] == "artifacts":
-                continue
-            raw = _read_text(path, max_page_bytes)
+            raw = _read_text(path, self.max_page_bytes)
             meta, body, body_line = split_frontmatter(raw)
             sha = hashlib.sha256(raw.encode("utf-8")).hexdigest()
             page = _make_page(meta, body, body_line, rel, name, sha)
             page.model_dump_json()  # a page the index cannot store must not stop the build later
         except (OSError, ValueError, FrontmatterError, RecursionError) as exc:
-            report.skipped.append(Problem(corpus=name, path=str(rel), reason=str(exc) or type(exc).__name__))
-            continue
+            self.report.skipped.append(Problem(corpus=name, path=str(rel), reason=str(exc) or type(exc).__name__))
+            return None
         except Exception as exc:  # noqa: BLE001 - a hostile page must never stop the ingest
-            report.skipped.append(Problem(corpus=name, path=str(rel), reason=f"unreadable page: {exc!r}"[:300]))
-            continue
-        first = seen_in_corpus.get((name, page.id))
+            self.report.skipped.append(Problem(corpus=name, path=str(rel), reason=f"unreadable page: {exc!r}"[:300]))
+            return None
+        first = self._seen_in_corpus.get((name, page.id))
         if first is not None:
-            report.duplicates.append(
-                Problem(corpus=name, path=str(rel), reason=f"duplicate id '{page.id}' (first in {first}); skipped")
-            )
-            continue
-        seen_in_corpus[(name, page.id)] = str(rel)
-        if page.id in by_key:
+            self.report.duplicates.append(
+                Problem(corpus=name, path=str(rel), reason=f"duplicate id '{page.id}' (first in {first}); skipped"))
+            return None
+        self._seen_in_corpus[(name, page.id)] = str(rel)
+        if page.id in self._corpus_of_key:
             page.key = f"{name}:{page.id}"
-            report.warnings.append(
-                Problem(
-                    corpus=name,
-                    path=str(rel),
-                    reason=f"id '{page.id}' also in corpus '{by_key[page.id].corpus}'; served as '{page.key}'",
-                )
-            )
-        by_key[page.key] = page
+            self.report.warnings.append(Problem(corpus=name, path=str(rel), reason=(
+                f"id '{page.id}' also in corpus '{self._corpus_of_key[page.id]}'; served as '{page.key}'")))
+        self._corpus_of_key[page.key] = name
+        self.keys.add(page.key)
+        return page
+
+
+def read_corpora(
+    roots: list[CorpusRoot],
+    max_page_bytes: int = MAX_PAGE_BYTES,
+    progress: Callable[[int, int], None] | None = None,
+) -> IngestResult:
+    """Every root read whole (a :class:`CorpusReader` collected); pages keep their corpus, duplicates get a
+    corpus-qualified key."""
+    reader = CorpusReader(roots, max_page_bytes, progress)
+    pages: list[Page] = []
+    chunks: list[Chunk] = []
+    for page, page_chunks in reader.pages():
         pages.append(page)
-
-    _link_artifacts(pages, artifacts)
-    chunks = []
-    for p in pages:
-        page_chunks = chunk_page(p)
-        if len(page_chunks) > MAX_CHUNKS_PER_PAGE:
-            report.warnings.append(Problem(corpus=p.corpus, path=p.path, reason=(
-                f"page has {len(page_chunks)} chunks, over the {MAX_CHUNKS_PER_PAGE}-chunk page limit; "
-                f"the first {MAX_CHUNKS_PER_PAGE} are indexed")))
-            page_chunks = page_chunks[:MAX_CHUNKS_PER_PAGE]
         chunks += page_chunks
-    _vocabulary_report(pages, vocab, report)
-    types = Counter(p.type for p in pages)
-    report.pages_by_type = dict(sorted(types.items()))
-    page_type_of = {p.key: p.type for p in pages}
-    report.chunks_by_type = dict(sorted(Counter(page_type_of[c.page_key] for c in chunks).items()))
-    report.artifacts = len(artifacts)
-    return IngestResult(pages=pages, chunks=chunks, artifacts=artifacts, vocab=vocab, report=report)
+    return IngestResult(pages=pages, chunks=chunks, artifacts=reader.artifacts, vocab=reader.vocab, report=reader.report)
 
 
-def _link_artifacts(pages: list[Page], artifacts: list[Artifact]) -> None:
-    """Attach bundles to pages: named in ``page_ids``, or a page's ``artifact_dir``."""
-    by_corpus_id = {(p.corpus, p.id): p for p in pages}
-    by_dir: dict[tuple[str, str], list[Page]] = defaultdict(list)
-    for p in pages:
-        art_dir = p.meta.get("artifact_dir")
+class _ArtifactLinker:
+    """Attaches bundles to a page as it is read: a bundle whose ``page_ids`` name it, or one under its
+    ``artifact_dir``; the page joins the bundle's ``page_ids``."""
+
+    def __init__(self, artifacts: list[Artifact]) -> None:
+        self.artifacts = artifacts
+        self.by_id: dict[tuple[str, str], list[int]] = defaultdict(list)  # (corpus, page id) -> bundles naming it
+        self.by_dir: dict[tuple[str, str], list[int]] = defaultdict(list)  # (corpus, folder) -> bundles at or under it
+        for i, art in enumerate(artifacts):
+            for pid in dict.fromkeys(art.page_ids):
+                self.by_id[(art.corpus, pid)].append(i)
+            parts = art.path.removeprefix("artifacts/").split("/")
+            for n in range(1, len(parts) + 1):
+                self.by_dir[(art.corpus, "/".join(parts[:n]))].append(i)
+
+    def link(self, page: Page) -> None:
+        found = set(self.by_id.get((page.corpus, page.id), []))
+        art_dir = page.meta.get("artifact_dir")
         if isinstance(art_dir, str):
-            by_dir[(p.corpus, art_dir.strip("/").removeprefix("artifacts/"))].append(p)
-    for art in artifacts:
-        targets = [by_corpus_id[(art.corpus, pid)] for pid in art.page_ids if (art.corpus, pid) in by_corpus_id]
-        bundle = art.path.removeprefix("artifacts/")
-        for key, plist in by_dir.items():
-            if key[0] == art.corpus and (bundle == key[1] or bundle.startswith(key[1] + "/")):
-                targets += plist
-        for page in targets:
+            found |= set(self.by_dir.get((page.corpus, art_dir.strip("/").removeprefix("artifacts/")), []))
+        for i in sorted(found):
+            art = self.artifacts[i]
             if art.id not in page.artifacts:
                 page.artifacts.append(art.id)
             if page.id not in art.page_ids:
                 art.page_ids.append(page.id)
 
 
-def _vocabulary_report(pages: list[Page], vocab: dict[str, Vocabulary], report: IngestReport) -> None:
-    unknown: dict[str, set[str]] = defaultdict(set)
-    for p in pages:
-        tags = vocab.get(p.corpus, Vocabulary()).tags
-        if not tags:
+def _unknown_vocabulary(page: Page, vocab: dict[str, Vocabulary], unknown: dict[str, set[str]]) -> None:
+    """Add the facet values of ``page`` its corpus' ``data/tags.yaml`` does not list to ``unknown`` (facet -> values)."""
+    tags = vocab.get(page.corpus, Vocabulary()).tags
+    if not tags:
+        return
+    every = set().union(*tags.values())
+    for facet in FACETS:
+        allowed = every if facet == "tags" else tags.get(facet)
+        if allowed is None:
             continue
-        every = set().union(*tags.values())
-        for facet in FACETS:
-            allowed = every if facet == "tags" else tags.get(facet)
-            if allowed is None:
-                continue
-            for value in p.facet(facet):
-                if value not in allowed:
-                    unknown[facet].add(value)
-    report.unknown_vocabulary = {k: sorted(v) for k, v in sorted(unknown.items())}
+        for value in page.facet(facet):
+            if value not in allowed:
+                unknown[facet].add(value)

@@ -3,6 +3,7 @@ hash that decides whether ``kwiki ingest`` rebuilds; changing any one of them re
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -26,7 +27,7 @@ INPUTS = [
     (chunking, "CHUNKER_VERSION", "999"),
     (vectors, "MAX_TOKENS", 128),
     (vectors, "EMBED_VERSION", 999),
-    (build, "_NOT_FOR_MODEL", build.re.compile(r"^\s*$")),
+    (build, "_NOT_FOR_MODEL", re.compile(r"^\s*$")),
     (chunking, "SENTENCE_TYPES", frozenset({"pattern"})),
     (chunking, "SENTENCE_MIN_WORDS", 3),
     (corpus, "MAX_QUESTIONS", 2),

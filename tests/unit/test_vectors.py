@@ -179,3 +179,17 @@ def test_the_approximate_path_scores_only_the_rows_its_index_names_and_a_small_f
     big = np.ones(8, dtype=bool)
     big[5] = False  # a filter keeping many rows: the index's rows it keeps
     assert set(dict(index.search(eye[5], 10, big, P))) == {2, 7}
+
+
+def test_with_clauses_every_chunk_of_a_candidate_page_is_scored_for_the_page_blend():
+    from kwiki.index.vectors import VectorIndex
+
+    eye = np.eye(DIM, dtype=np.float32)
+    # page 0: chunk 0 says clue A, chunk 1 says clue B; page 1: chunk 2 says neither; the index names chunk 0 only
+    index = VectorIndex(np.stack([eye[0], eye[1], eye[5]]), ann_chunks=_Nearest("chunks", [0]), exact_below=1)  # type: ignore[arg-type]
+    exact = VectorIndex(np.stack([eye[0], eye[1], eye[5]]))
+    clauses, pages = np.stack([eye[0], eye[1]]), np.array([0, 0, 1])
+    got = dict(index.search(clauses, 3, None, P, pages=pages))
+    assert set(got) == {0, 1}  # chunk 1 scored because its page is a candidate; page 1 is not
+    assert got == pytest.approx({r: s for r, s in exact.search(clauses, 3, None, P, pages=pages) if r in got})
+    assert set(dict(index.search(eye[0], 3, None, P, pages=pages))) == {0}  # one vector: no blend, the named rows
