@@ -39,6 +39,7 @@ from pydantic import BaseModel, Field
 from kwiki.profiling.compare import compare_bytes
 from kwiki.profiling.diagnose import DiagnoseResponse, LaunchDiagnosis, diagnose_bytes
 from kwiki.profiling.hotspots import parse_source_page
+from kwiki.profiling.signals import load_signals
 
 HEALTHY = "healthy"
 #: Verdicts that name no problem.
@@ -101,14 +102,28 @@ class DiagnosisEval(BaseModel):
 
 def load_labels(folder: Path, revised: bool = False) -> dict[str, Label]:
     """The labels as committed before capture; ``revised``: with each entry's ``revised:`` fields (a correction its
-    author made after capture, from the raw counters) laid over them."""
+    author made after capture, from the raw counters) laid over them.
+
+    A top-level ``aliases:`` map renames ids a label writer was given under another name (the writer never sees
+    ``signals.yaml``); after it, every id must be a signal of ``signals.yaml`` or ``healthy``, else the folder is
+    refused: a misspelled id would score as a silent miss."""
     raw = yaml.safe_load((folder / "labels.yaml").read_text(encoding="utf-8")) or {}
+    aliases = raw.pop("aliases", None) or {}
+    known = set(load_signals()) | {HEALTHY}
     out = {}
     for stem, entry in raw.items():
         fields = {k: v for k, v in entry.items() if k in Label.model_fields}
         if revised and isinstance(entry.get("revised"), dict):
             fields |= {k: v for k, v in entry["revised"].items() if k in Label.model_fields and k != "what"}
-        out[stem] = Label.model_validate(fields)
+        label = Label.model_validate(fields)
+        label.expected_first = aliases.get(label.expected_first, label.expected_first)
+        label.acceptable_top3 = [aliases.get(i, i) for i in label.acceptable_top3]
+        label.not_first = [aliases.get(i, i) for i in label.not_first]
+        unknown = sorted({label.expected_first, *label.acceptable_top3, *label.not_first} - known)
+        if unknown:
+            raise ValueError(f"{folder / 'labels.yaml'}: {stem} names {unknown}, not signals of signals.yaml; "
+                             f"fix the id or map it under a top-level 'aliases:'")
+        out[stem] = label
     return out
 
 

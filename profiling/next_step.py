@@ -77,10 +77,27 @@ class NextStep(BaseModel):
     why: str
 
 
+#: Template nesting read off a kernel name (an export's demangled names nest a few levels; this bounds the work).
+MAX_TEMPLATE_DEPTH = 16
+
+
 def kernel_regex(kernel: str) -> str:
-    """``-k regex:`` for a kernel: its base name (no return type, template arguments or parameters), anchored."""
-    name = re.sub(r"\(.*$", "", kernel.strip())
-    name = re.sub(r"<.*$", "", name)
+    """``-k regex:`` for a kernel: its base name (no return type, namespaces, template arguments or parameters),
+    anchored.
+
+    >>> kernel_regex("void <unnamed>::softmax_warp_forward<c10::BFloat16, float, 10>(T2 *, const T1 *, int)")
+    '^softmax_warp_forward'
+    >>> kernel_regex("void at::native::(anonymous namespace)::layer_norm_kernel<float, float>(int, float)")
+    '^layer_norm_kernel'
+    >>> kernel_regex("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x256x64_cluster1x2x1_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas")[:20]
+    '^sm90_xmma_gemm_bf16'
+    """
+    name = kernel.strip().replace("(anonymous namespace)", "<unnamed>")
+    for _ in range(MAX_TEMPLATE_DEPTH):  # template arguments, innermost first: A<B<C>> -> A
+        name, n = re.subn(r"<[^<>]*>", "", name)
+        if not n:
+            break
+    name = re.sub(r"\(.*$", "", name)  # parameters
     name = name.split()[-1] if name.split() else name
     name = name.split("::")[-1] or name
     return "^" + re.escape(name).replace("\\_", "_")
