@@ -9,9 +9,9 @@ page was captured). Each label says, decided from the code before anything was p
 - ``pair``: the stem of its before/after partner (``kind: fixed`` is the after side);
 - ``hot_line``: ``{file, line, tolerance}`` of the source line expected to stall most;
 - ``scope``: where an export holds several kernels, the label is for the one with the largest share of GPU time.
-  A label without ``scope`` on an export of several kernels is about the whole program: it is scored on the
-  program reading (``DiagnoseResponse.program``: program-wide signals and each kernel's weighted by its share of the
-  program's wall time).
+  A label without ``scope`` on an export of several kernels is about the whole program: where a program-wide signal
+  leads the program reading (``DiagnoseResponse.program``: launch overhead, and each kernel's signals weighted by
+  its share of the program's wall time), it is scored on that reading; otherwise on the top kernel, as above.
 
 The scoring rules, one per question a user asks of a diagnosis:
 
@@ -138,17 +138,13 @@ def scoped_launch(resp: DiagnoseResponse) -> LaunchDiagnosis:
 
 
 def program_scope(resp: DiagnoseResponse, label: Label) -> tuple[list[str], str | None] | None:
-    """The signals (first first) and verdict a label without ``scope`` on an export of several kernels is scored on:
-    the program reading's, with the verdict of the launch its first entry comes from (None: not a program)."""
+    """The signals (first first) and verdict a label without ``scope`` on an export of several kernels is scored on,
+    when a program-wide signal (launch overhead) leads the program reading; None (score the top kernel's longest
+    launch, as a label with a scope is) otherwise, so a kernel's own reading is never traded for another kernel's."""
     prog = resp.program
-    if label.scope or len(resp.kernels) < 2 or prog is None or not prog.signals:
+    if label.scope or len(resp.kernels) < 2 or prog is None or not prog.signals or prog.signals[0].kernel is not None:
         return None
-    got = list(dict.fromkeys(s.signal for s in prog.signals))
-    lead = prog.signals[0].kernel
-    ks = next((k for k in resp.kernels if k.kernel == lead), None)
-    launches = [d for d in resp.launches if (d.kernel or d.name) == lead] if ks else []
-    verdict = launches[min(ks.longest, len(launches) - 1)].verdict if ks and launches else None
-    return got, (verdict.status if verdict else "limited")
+    return list(dict.fromkeys(s.signal for s in prog.signals)), "limited"
 
 
 def score_case(stem: str, label: Label, launch: LaunchDiagnosis, program: tuple[list[str], str | None] | None = None) -> CaseResult:
