@@ -139,8 +139,18 @@ def diagnose_profile(p: LaunchProfile, context: dict[str, float] | None = None) 
         kernel=p.kernel, launch_id=p.launch_id, name=p.name, signals=results, missing=ev.missing, stall_shares=ev.stall_shares,
         key_metrics={key: round(p.metrics[key], 4) for key in KEY_METRICS if key in p.metrics},
         metrics_read=len(p.metrics), unknown_metrics=p.unknown_count, rules_read=len(p.rules), verdict=ev.verdict,
-        next_step=next_step(results[0].signal if results and (ev.verdict is None or ev.verdict.status != "partial") else None, p.kernel or p.name),
+        next_step=next_step(_next_signal(results, ev.verdict), p.kernel or p.name),
     )
+
+
+def _next_signal(results: list[SignalResult], verdict: Verdict | None) -> str | None:
+    """What the next capture should confirm: the first signal, "no-signal" on a complete export where nothing fired,
+    None where the export is partial (capture the full set)."""
+    if verdict is not None and verdict.status == "partial":
+        return None
+    if results:
+        return results[0].signal
+    return "no-signal" if verdict is not None and verdict.status == "no-signal" else None
 
 
 def diagnose_parsed(parsed: ParseResult, filename: str = "", started: float | None = None,

@@ -56,6 +56,7 @@ _PLAN: dict[str, tuple[str, bool, str, str]] = {
                           "the tensor pipe's share of peak on the roofline"),
     "tensor-pipe-underused": ("--set full --section PmSampling --section PmSampling_WarpStates", False, "timeline",
                               "the warp states over time show whether the MMA waits on loads (gmma, long_scoreboard)"),
+    "no-signal": (*_SOURCE, "no rule fired on a complete export: the source page shows which lines the warps stall on"),
     "speed-of-light": ("--section SpeedOfLight --section SpeedOfLight_RooflineChart", False, "raw",
                        "nothing to localize: the roofline confirms the unit at its peak; compare another algorithm or precision"),
 }

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Iterable, Mapping
 
+from .catalog import load_catalog
 from .messages import derive_metrics, message_hits
 from .rulebase import (
     STALL_REASONS,
@@ -479,7 +480,10 @@ def evaluate(metrics: Metrics, messages: Iterable[Any] = (), context: Mapping[st
                 s.evidence.append(Evidence(metric="explained by", value=cause, threshold=None, note="symptom of a stronger cause; ranked lower"))
     order = {s: i for i, s in enumerate(SIGNAL_IDS)}
     ranked = sorted(fired.values(), key=lambda f: (-f.magnitude, order[f.signal]))
-    gaps = sorted({k for miss in missing.values() for k in miss.metrics})
+    # a diagnosis is partial for want of counters a capture can add; a value only the user can supply (unique_bytes:
+    # a metric of the catalog with no ncu name) leaves its signal not evaluated, not the export partial
+    capturable = {d.id for d in load_catalog().metrics if d.names}
+    gaps = sorted({k for miss in missing.values() for k in miss.metrics if k in capturable})
     ranked, verdict = judge(ranked, m, gaps)
     return Evaluation(fired=ranked, missing=list(missing.values()), stall_shares={k: round(v, 4) for k, v in stall_shares(m).items()},
                       verdict=verdict)

@@ -233,8 +233,9 @@ def judge(ranked: Sequence[Fired], m: Metrics, missing: Sequence[str] = ()) -> t
                     "(MemoryWorkloadAnalysis_Tables) would tell which. ")
         return rest, Verdict(status="partial", checks=checks, unit=units[0][0] if units else None,
                              unit_pct=round(units[0][1], 2) if units else None,
-                             summary=f"partial: {seen}nothing fired on the metrics present; missing: " + ", ".join(missing[:MAX_NAMED_MISSING]))
-    return rest, Verdict(status="no-signal", checks=checks, summary="no signal fired and every rule had its metrics",
+                             summary=f"{seen}nothing fired on the metrics present; missing: " + ", ".join(missing[:MAX_NAMED_MISSING]))
+    busiest = f"; the busiest unit, {units[0][0]}, at {units[0][1]:.0f}% of peak" if units else ""
+    return rest, Verdict(status="no-signal", checks=checks, summary=f"no signal fired on the counters the export holds{busiest}",
                          unit=units[0][0] if units else None, unit_pct=round(units[0][1], 2) if units else None)
 
 

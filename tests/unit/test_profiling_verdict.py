@@ -194,3 +194,16 @@ def test_the_drivers_shared_memory_reservation_is_not_the_kernels_occupancy_limi
          "occ_limit_warps": 64, "issue_active_pct": 4.0}
     assert [f.signal for f in evaluate({**m, "smem_static": 0, "smem_dynamic": 0}).fired][:1] == ["occupancy-block-size"]
     assert [f.signal for f in evaluate({**m, "smem_static": 4096, "smem_dynamic": 0}).fired][:1] == ["occupancy-shared-memory"]
+
+
+def test_a_value_only_the_user_can_supply_leaves_a_complete_export_complete():
+    """PyTorch's softmax (blind3 b3_15, --set full): cache-thrashing needs unique_bytes, which no capture holds; the
+    export is not called partial for it, the signal is listed as not evaluated, and the next capture is the source
+    page of the kernel by its own name (not the 'void' of its signature)."""
+    data = gzip.decompress((VERIFY.parent / "blind3" / "b3_15.raw.csv.gz").read_bytes())
+    d = diagnose_bytes(data, "b3_15.raw.csv").launches[0]
+    assert d.verdict is not None and d.verdict.status == "no-signal", d.verdict
+    assert "SM issue" in d.verdict.summary
+    assert [m.signal for m in d.missing] == ["cache-thrashing"]
+    assert d.next_step is not None and d.next_step.signal == "no-signal"
+    assert "--import-source yes" in d.next_step.command and "regex:^softmax_warp_forward" in d.next_step.command
