@@ -75,3 +75,26 @@ def test_second_blind_set_with_its_authors_revisions():
     problems = [c for c in s.cases if c.expected != "healthy"]
     assert _count([c.first for c in problems]) >= 15 and _count([c.top3 for c in problems]) >= 16
     assert _count([c.wrong_first for c in s.cases]) <= 2, [(c.stem, c.got) for c in s.cases if c.wrong_first]
+
+
+BLIND3 = BLIND.parent / "blind3"
+
+
+@pytest.fixture(scope="module")
+def third():
+    return evaluate_folder(BLIND3)
+
+
+def test_third_blind_set_holds_its_first_run(third):
+    # first runs (unseen, rules of 6211d29 and of 5d4a30f alike): first 11/18, top 3 14/18, healthy 4/4, no wrong
+    # first call, pairs 5/5 with their speedups, hot lines 12/14 (first-runs.txt)
+    problems = [c for c in third.cases if c.expected != "healthy"]
+    assert len(problems) == 18 and len(third.cases) == 22
+    assert _count([c.first for c in problems]) >= 11, [(c.stem, c.expected, c.got) for c in problems if not c.first]
+    assert _count([c.top3 for c in problems]) >= 14
+    assert not [c.stem for c in third.cases if c.wrong_first]
+    assert len(third.pairs) == 5
+    for p in third.pairs:
+        assert p.resolved and p.speedup is not None and p.speedup > 1.2, p
+        assert p.measured_speedup is not None and abs(p.speedup / p.measured_speedup - 1) < 0.15, p
+    assert len(third.lines) == 14 and _count([ln.hit for ln in third.lines]) >= 12
