@@ -262,7 +262,9 @@ def build_index(
                 return BuildResult(path=current_build(index_dir), manifest=serving, report=report, unchanged=True,
                                    skipped_roots=skipped_roots)
         stamp = _dt.datetime.now(_dt.timezone.utc)
-        build_id = f"{stamp:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
+        # the UTC time to the microsecond first, so ids sort in the order the builds were made (garbage collection
+        # keeps the newest by name; two builds of one second sorted by their random part before)
+        build_id = f"{stamp:%Y%m%dT%H%M%S%f}-{uuid.uuid4().hex[:8]}"
         tmp = index_dir / BUILDS / f"{build_id}.partial"
         tmp.mkdir()
         reader = CorpusReader(roots, max_page_bytes=max_page_bytes,

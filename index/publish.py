@@ -16,7 +16,7 @@ first: a build that differs by one byte is refused, never served.
 
     >>> published = publish(Path(".kwiki/index"), Path("/srv/kwiki/builds"))     # doctest: +SKIP
     >>> open_published(Path("/srv/kwiki/builds"), published.build_id)            # doctest: +SKIP
-    PosixPath('/srv/kwiki/builds/20261202T041500-1a2b3c4d')
+    PosixPath('/srv/kwiki/builds/20261202T041500123456-1a2b3c4d')
 """
 
 from __future__ import annotations
@@ -40,8 +40,9 @@ from .manifest import MANIFEST, current_build, read_manifest
 CHECKSUMS = "CHECKSUMS.sha256"
 #: The ``.npy`` copies of the vector tables that publishing adds (``vectors/<table>.npy``), memory-mapped when served.
 MATRICES = (vectors.TABLE, vectors.SENTENCES)
-#: What a build id may look like: ``build_index`` makes ``20261202T041500-1a2b3c4d``; anything that could climb out
-#: of the store (``..``, ``/``) or name a half-written one (``.partial``) is no id.
+#: What a build id may look like: ``build_index`` makes ``20261202T041500123456-1a2b3c4d`` (UTC to the microsecond,
+#: so ids sort by age); anything that could climb out of the store (``..``, ``/``) or name a half-written one
+#: (``.partial``) is no id.
 _BUILD_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
 _READ_CHUNK = 1 << 20
 #: Lock files a reader creates beside the data it opens (tantivy's ``.tantivy-meta.lock`` whenever an index is
@@ -63,7 +64,7 @@ def check_build_id(build_id: str) -> str:
     """``build_id`` when it can name a build, else :class:`~kwiki.errors.BuildNotFound` (400-class input never
     reaches the file system)."""
     if not _BUILD_ID.match(build_id or ""):
-        raise BuildNotFound(f"'{build_id[:200]}' is not a build id", hint="build ids look like 20261202T041500-1a2b3c4d "
+        raise BuildNotFound(f"'{build_id[:200]}' is not a build id", hint="build ids look like 20261202T041500123456-1a2b3c4d "
                             "(`kwiki publish --list`, or `build_id` in /health)")
     return build_id
 

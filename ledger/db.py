@@ -32,11 +32,13 @@ that first write a read never touches the folder: it reads an in-memory import o
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import re
 import sqlite3
 import threading
+import time
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -176,6 +178,27 @@ def _migrate(tx: Tx, on_create: Callable[[Tx], None] | None = None) -> int:
 
 
 # ---------------------------------------------------------------------------------------------- backends
+@contextmanager
+def _file_lock(path: Path, timeout_s: float) -> Iterator[None]:
+    """An exclusive advisory lock on ``path`` (created if needed) for the ``with`` block, waited for up to
+    ``timeout_s``; :class:`~kwiki.errors.LedgerUnavailable` if another process holds it longer."""
+    deadline = time.monotonic() + timeout_s
+    with open(path, "a+b") as fh:
+        while True:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise LedgerUnavailable(f"the ledger file {path.with_suffix('')} is being prepared by another process "
+                                            f"for over {timeout_s:.0f} s", hint="another process holds it locked") from None
+                time.sleep(0.01)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
 class _SQLite:
     dialect = "sqlite"
 
@@ -205,15 +228,19 @@ class _SQLite:
                 return
         except sqlite3.OperationalError:  # no schema_version yet: a new file
             pass
-        if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-            conn.execute("PRAGMA journal_mode=WAL")  # readers see the last commit while a writer writes (persistent)
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            _migrate(Tx(conn, "sqlite"), self._import_legacy)
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
+        # a new or older file: one process at a time switches it to WAL and migrates it. Processes that open a new
+        # file at once otherwise race on the journal-mode switch, for which SQLite may answer "database is locked"
+        # without waiting (its busy handler is skipped where waiting could deadlock).
+        with _file_lock(self.path.with_name(self.path.name + ".lock"), BUSY_TIMEOUT_S):
+            if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                conn.execute("PRAGMA journal_mode=WAL")  # readers see the last commit while a writer writes (persistent)
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                _migrate(Tx(conn, "sqlite"), self._import_legacy)
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
 
     def _in_memory(self) -> sqlite3.Connection:
         """The JSONL files (or nothing) imported into memory, kept while the files do not change."""
