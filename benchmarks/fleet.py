@@ -37,10 +37,8 @@ import tempfile
 import time
 from pathlib import Path
 
-import httpx
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from load import HOST, REPO, drive, free_port, load_queries  # noqa: E402 - the sibling benchmark's client
+from load import HOST, REPO, drive, free_port, load_queries, wait_ready  # noqa: E402 - the sibling benchmark's client
 
 KWIKI = [sys.executable, "-c", "from kwiki.service.cli import main; main()"]
 
@@ -74,21 +72,6 @@ def loadavg() -> list[float]:
     return [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
 
 
-def wait_health(url: str, procs: list[subprocess.Popen], timeout: float = 300) -> dict:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if any(p.poll() is not None for p in procs):
-            raise SystemExit(f"a server exited before {url} was ready")
-        try:
-            r = httpx.get(f"{url}/health", timeout=5)
-            if r.status_code == 200:
-                return r.json()
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.3)
-    raise SystemExit(f"{url} not ready in {timeout:.0f} s")
-
-
 def stop(procs: list[subprocess.Popen]) -> None:
     for p in procs:
         if p.poll() is None:
@@ -115,7 +98,7 @@ def run(kind: str, n: int, vectors: str, index_dir: Path, build: str, haproxy: s
                 procs.append(subprocess.Popen([*KWIKI, "serve", "--port", str(port)], env=env, stdout=logs, stderr=subprocess.STDOUT,
                                               start_new_session=True))
             for port in ports:
-                health = wait_health(f"http://{HOST}:{port}", procs)
+                health = wait_ready(f"http://{HOST}:{port}", procs)
             from kwiki.service.haproxy import config
 
             front = free_port()
@@ -124,7 +107,7 @@ def run(kind: str, n: int, vectors: str, index_dir: Path, build: str, haproxy: s
             lb = subprocess.Popen([haproxy, "-f", str(cfg), "-db"], stdout=logs, stderr=subprocess.STDOUT, start_new_session=True)
             procs.append(lb)
             base = f"http://{HOST}:{front}"
-            wait_health(base, procs)
+            wait_ready(base, procs)
             time.sleep(1.5)  # every server's first health check passed: all in rotation
             servers = [p.pid for p in procs[:-1]]
         else:
@@ -133,7 +116,7 @@ def run(kind: str, n: int, vectors: str, index_dir: Path, build: str, haproxy: s
                    "--workers", str(n), "--log-level", "warning", "--no-access-log"]
             procs.append(subprocess.Popen(cmd, env=env, stdout=logs, stderr=subprocess.STDOUT, start_new_session=True))
             base = f"http://{HOST}:{port}"
-            health = wait_health(base, procs)
+            health = wait_ready(base, procs)
             servers = []
         served = health["build"]
         warm = asyncio.run(drive(base, queries, args.clients, args.warmup, args.timeout, args.seed + 1))

@@ -92,11 +92,12 @@ def start_server(index_dir: Path, port: int, workers: int, embed_threads: int | 
     return subprocess.Popen(cmd, env=env, cwd=REPO, start_new_session=True)
 
 
-def wait_ready(base: str, proc: subprocess.Popen, timeout: float = 300) -> dict:
+def wait_ready(base: str, procs: list[subprocess.Popen], timeout: float = 300) -> dict:
+    """``/health`` of ``base`` once it answers 200; fails when one of ``procs`` (the servers behind it) exits first."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"server exited with {proc.returncode} before it was ready")
+        if any(p.poll() is not None for p in procs):
+            raise SystemExit(f"a server exited before {base} was ready")
         try:
             r = httpx.get(f"{base}/health", timeout=5)
             if r.status_code == 200:
@@ -182,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     base = f"http://{HOST}:{port}"
     proc = start_server(args.index_dir, port, args.workers, args.embed_threads)
     try:
-        health = wait_ready(base, proc)
+        health = wait_ready(base, [proc])
         # one request per worker-ish so every model is loaded before "before" is measured
         for q in queries[: 4 * args.workers]:
             httpx.get(f"{base}/search", params={"q": q}, timeout=120)

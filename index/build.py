@@ -43,13 +43,7 @@ from . import bm25, vectors
 from . import manifest as manifest_mod
 from . import writer as writer_mod
 from .manifest import CURRENT, Manifest, current_build, read_manifest
-from .writer import (  # noqa: F401 - embed_text and sentence_key are imported from here
-    _NOT_FOR_MODEL,
-    BuildWriter,
-    Progress,
-    embed_text,
-    sentence_key,
-)
+from .writer import _NOT_FOR_MODEL, BuildWriter, Progress
 
 BUILDS = "builds"
 KEEP_BUILDS = 3

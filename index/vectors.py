@@ -36,7 +36,7 @@ TABLE = "chunks"
 SENTENCES = "sentences"
 ROW = "row"  # a vector row's position in its table
 MAX_TOKENS = 256  # word pieces per chunk the model sees
-EMBED_VERSION = 2  # bump when what the model sees changes (build.embed_text): old cached vectors are not reused
+EMBED_VERSION = 2  # bump when what the model sees changes (writer.embed_text): old cached vectors are not reused
 
 
 def model_path() -> Path:

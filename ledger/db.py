@@ -32,18 +32,18 @@ that first write a read never touches the folder: it reads an in-memory import o
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import re
 import sqlite3
 import threading
-import time
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 from urllib.parse import urlsplit, urlunsplit
+
+from filelock import FileLock, Timeout
 
 from kwiki.errors import BadRequest, LedgerUnavailable, NotFound
 
@@ -178,27 +178,6 @@ def _migrate(tx: Tx, on_create: Callable[[Tx], None] | None = None) -> int:
 
 
 # ---------------------------------------------------------------------------------------------- backends
-@contextmanager
-def _file_lock(path: Path, timeout_s: float) -> Iterator[None]:
-    """An exclusive advisory lock on ``path`` (created if needed) for the ``with`` block, waited for up to
-    ``timeout_s``; :class:`~kwiki.errors.LedgerUnavailable` if another process holds it longer."""
-    deadline = time.monotonic() + timeout_s
-    with open(path, "a+b") as fh:
-        while True:
-            try:
-                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise LedgerUnavailable(f"the ledger file {path.with_suffix('')} is being prepared by another process "
-                                            f"for over {timeout_s:.0f} s", hint="another process holds it locked") from None
-                time.sleep(0.01)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
 class _SQLite:
     dialect = "sqlite"
 
@@ -231,7 +210,12 @@ class _SQLite:
         # a new or older file: one process at a time switches it to WAL and migrates it. Processes that open a new
         # file at once otherwise race on the journal-mode switch, for which SQLite may answer "database is locked"
         # without waiting (its busy handler is skipped where waiting could deadlock).
-        with _file_lock(self.path.with_name(self.path.name + ".lock"), BUSY_TIMEOUT_S):
+        try:
+            held = FileLock(self.path.with_name(self.path.name + ".lock"), timeout=BUSY_TIMEOUT_S).acquire()
+        except Timeout:
+            raise LedgerUnavailable(f"the ledger file {self.path} is being prepared by another process for over "
+                                    f"{BUSY_TIMEOUT_S:.0f} s", hint="another process holds it locked") from None
+        with held:  # released on leaving
             if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
                 conn.execute("PRAGMA journal_mode=WAL")  # readers see the last commit while a writer writes (persistent)
             conn.execute("BEGIN IMMEDIATE")

@@ -76,9 +76,12 @@ class Catalog(BaseModel):
     metrics: list[MetricDef]
     by_id: dict[str, MetricDef] = Field(default_factory=dict, exclude=True)
     lookup: dict[str, str] = Field(default_factory=dict, exclude=True)
+    #: Metrics some ncu capture holds (a name on some chip); the rest (unique_bytes) only a user can supply.
+    capturable: frozenset[str] = Field(default_factory=frozenset, exclude=True)
 
     def model_post_init(self, __context: Any) -> None:  # noqa: D401 - pydantic hook
         self.by_id = {m.id: m for m in self.metrics}
+        self.capturable = frozenset(m.id for m in self.metrics if m.names)
         table: dict[str, str] = {}
         for m in self.metrics:
             table.setdefault(_norm(m.id), m.id)

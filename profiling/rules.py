@@ -482,7 +482,7 @@ def evaluate(metrics: Metrics, messages: Iterable[Any] = (), context: Mapping[st
     ranked = sorted(fired.values(), key=lambda f: (-f.magnitude, order[f.signal]))
     # a diagnosis is partial for want of counters a capture can add; a value only the user can supply (unique_bytes:
     # a metric of the catalog with no ncu name) leaves its signal not evaluated, not the export partial
-    capturable = {d.id for d in load_catalog().metrics if d.names}
+    capturable = load_catalog().capturable
     gaps = sorted({k for miss in missing.values() for k in miss.metrics if k in capturable})
     ranked, verdict = judge(ranked, m, gaps)
     return Evaluation(fired=ranked, missing=list(missing.values()), stall_shares={k: round(v, 4) for k, v in stall_shares(m).items()},

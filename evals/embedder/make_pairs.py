@@ -17,9 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
-from kwiki.index.build import embed_text
 from kwiki.index.query import AliasTable, Filters, plan_query
 from kwiki.index.search import Searcher
+from kwiki.index.writer import embed_text
 
 from ..questions import load_suite
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kwiki.index.build import embed_text
 from kwiki.index.params import RankingParams
 from kwiki.index.vectors import DIM, MAX_TOKENS, model_path, onnx_model
+from kwiki.index.writer import embed_text
 
 P = RankingParams()
 
