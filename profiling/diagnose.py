@@ -43,7 +43,7 @@ from .program import KernelShare, ProgramReading, rank_kernels, read_program, se
 from .report_views import report_views
 from .repz import unwrap as unwrap_repz
 from .routing import route
-from .rulebase import Verdict
+from .rulebase import MATMUL_NAME, MATMUL_NAMED, Verdict
 from .rules import Evidence, Missing, evaluate
 from .signals import load_signals
 from .timeline import Timeline, apply_timelines, attach_timelines, has_timeline
@@ -128,7 +128,8 @@ def check_deadline(deadline: float | None) -> None:
 # ------------------------------------------------------------------ core
 def diagnose_profile(p: LaunchProfile, context: dict[str, float] | None = None) -> LaunchDiagnosis:
     """Evaluate one launch."""
-    ev = evaluate(p.metrics, p.rules, context)
+    named = {MATMUL_NAMED: 1.0} if MATMUL_NAME.search(p.kernel or p.name or "") else {}
+    ev = evaluate(p.metrics, p.rules, {**(context or {}), **named})
     defs = load_signals()
     results = [SignalResult(signal=f.signal, title=defs[f.signal].title, magnitude=f.magnitude, source=f.source,
                             evidence=f.evidence, patterns=defs[f.signal].patterns, symptoms=defs[f.signal].symptoms,

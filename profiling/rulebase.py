@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import math
+import re
 from typing import Any, Callable, Literal, Mapping
 
 from pydantic import BaseModel, Field
@@ -15,6 +16,14 @@ from pydantic import BaseModel, Field
 from .signals import load_signals
 
 Metrics = Mapping[str, float]
+
+#: Context key set to 1.0 for a launch whose kernel name says it is a matrix product (:data:`MATMUL_NAME`).
+MATMUL_NAMED = "matmul_named"
+#: Kernel names of matrix products in NVIDIA's libraries and in user code: cuBLAS/CUTLASS ``*gemm*`` (cuDNN's
+#: implicit-GEMM convolutions too), ``xmma`` and ``nvjet`` kernels, ``matmul`` kernels of Triton and user code.
+MATMUL_NAME = re.compile(r"gemm|matmul|xmma|nvjet", re.IGNORECASE)
+#: Evidence metric of tensor-pipe-underused read as a matrix product on the FP32 FMA pipe: waste at any FMA rate.
+FMA_MATMUL = "matrix product on the FMA pipe"
 
 STALL_REASONS = ("barrier", "branch_resolving", "dispatch_stall", "drain", "imc_miss", "lg_throttle", "long_scoreboard",
                  "math_pipe_throttle", "membar", "mio_throttle", "misc", "no_instruction", "not_selected", "selected",

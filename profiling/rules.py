@@ -19,6 +19,8 @@ from typing import Any, Callable, Iterable, Mapping
 from .catalog import load_catalog
 from .messages import derive_metrics, message_hits
 from .rulebase import (
+    FMA_MATMUL,
+    MATMUL_NAMED,
     STALL_REASONS,
     Evaluation,
     Evidence,
@@ -276,6 +278,15 @@ def tensor_pipe_underused(m: Metrics) -> Outcome:
     if t is None:
         return Missing(signal="tensor-pipe-underused", metrics=["pipe_tensor_cycles_pct"])
     th, lo = thr("tensor-pipe-underused", "tensor_pct"), thr("tensor-pipe-underused", "min_tensor_pct")
+    fma = g(m, "pipe_fma_cycles_pct")
+    if g(m, MATMUL_NAMED) == 1.0 and t < lo and fma is not None and fma >= thr("fma-bound", "fma_pct"):
+        # a matrix product on CUDA cores: the FMA pipe's busy time, less the 1/ratio the tensor pipe would need
+        ratio = thr("tensor-pipe-underused", "tf32_over_fp32")
+        return fire("tensor-pipe-underused", fma / 100 * (1 - 1 / ratio),
+                    ("sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active (max over tensor pipes)", t, f"< {lo:g}"),
+                    (FMA_MATMUL, fma, None, f"the kernel's name says it is a matrix product and it runs on the FP32 FMA pipe; "
+                     f"TF32 tensor cores run {ratio:g}x its rate (bf16/FP8 more): allow TF32 (torch.backends.cuda.matmul."
+                     "allow_tf32 = True) or use lower-precision inputs where the accuracy allows"))
     mma_sync = g(m, "tensor_gmma_inst_pct") == 0 and t >= lo
     eff = t * thr("tensor-pipe-underused", "hmma_path_peak") if mma_sync else t
     if not lo <= eff < th:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import statistics
 from typing import Literal, Mapping, Sequence
 
-from .rulebase import Check, Evidence, Fired, Metrics, Verdict, g, thr
+from .rulebase import FMA_MATMUL, Check, Evidence, Fired, Metrics, Verdict, g, thr
 
 # Signals that mean the busy unit moves or executes waste; any of them at >= max_waste keeps a kernel off the
 # speed of light however busy its units are (coalescing-bad runs DRAM at 92% moving sectors 7/8 wasted).
@@ -152,12 +152,17 @@ def _one_wave_not_binding(fired: list[Fired], m: Metrics) -> None:
     fired.sort(key=lambda f: -f.magnitude)
 
 
+def _is_waste(f: Fired) -> bool:
+    """A waste signal, or a matrix product on the FMA pipe (the busy pipe does work tensor cores do 7x faster)."""
+    return f.signal in WASTE_SIGNALS or (f.signal == "tensor-pipe-underused" and any(e.metric == FMA_MATMUL for e in f.evidence))
+
+
 def _waste_before_bound(fired: list[Fired]) -> list[Fired]:
     """A busy unit (fma-bound, dram-bound, ...) says where the time goes; a waste signal says what to fix. A waste
     signal within BOUND_YIELD of a bound signal ranked above it moves ahead of it (tail_effect-bad: tail-effect 0.50,
     fma-bound 0.48 - the FMA pipe is busy 80% of the active cycles in both variants, the tail is what the fix removes)."""
     out = list(fired)
-    for w in [f for f in fired if f.signal in WASTE_SIGNALS]:
+    for w in [f for f in fired if _is_waste(f)]:
         i = out.index(w)
         j = next((k for k, f in enumerate(out[:i]) if f.signal in BOUND_SIGNALS and w.magnitude >= BOUND_YIELD * f.magnitude), None)
         if j is not None:
@@ -180,7 +185,7 @@ def judge(ranked: Sequence[Fired], m: Metrics, missing: Sequence[str] = ()) -> t
         return rest, Verdict(status="invalid", summary="; ".join(c.message for c in checks if c.level == "error"), checks=checks)
     _persistent_by_design(rest, m)
     _one_wave_not_binding(rest, m)
-    waste = [f for f in rest if f.signal in WASTE_SIGNALS and f.magnitude >= thr("speed-of-light", "max_waste")]
+    waste = [f for f in rest if _is_waste(f) and f.magnitude >= thr("speed-of-light", "max_waste")]
     named = _sol_unit(units) if sol is not None else None
     if sol is not None and not waste and named is not None:
         unit, pct = named

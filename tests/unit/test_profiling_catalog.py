@@ -111,8 +111,18 @@ def test_signals_file_is_complete():
         assert set(s.explains) <= set(SIGNAL_IDS)
         assert s.thresholds, s.id
         for name, th in s.thresholds.items():
-            assert th.source == "kwiki-heuristic" or th.source.startswith("doc-"), (s.id, name)
+            assert th.source == "kwiki-heuristic" or th.source.split("-")[0] in ("doc", "blog", "paper"), (s.id, name)
             assert th.note, (s.id, name)
+
+
+def test_threshold_sources_are_corpus_sources():
+    folder = REPO / "corpus" / "sources"
+    if not folder.exists():
+        pytest.skip("no corpus checkout")
+    have = {p.stem for p in folder.rglob("*.md")}
+    for s in load_signals().values():
+        for name, th in s.thresholds.items():
+            assert th.source == "kwiki-heuristic" or th.source in have, (s.id, name, th.source)
 
 
 def test_signal_patterns_exist_in_corpus():

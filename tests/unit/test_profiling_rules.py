@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kwiki.profiling import rules
+from kwiki.profiling.rulebase import FMA_MATMUL, MATMUL_NAMED
 from kwiki.profiling.rules import RULES, Fired, Missing, evaluate, stall_shares
 from kwiki.profiling.signals import SIGNAL_IDS
 
@@ -209,3 +210,22 @@ def test_mma_sync_on_hopper_is_read_against_the_chips_tensor_peak():
     assert isinstance(f, Fired) and any("mma.sync" in e.note for e in f.evidence)
     assert RULES["tensor-pipe-underused"](dict(fa2, tensor_gmma_inst_pct=4.8)) is None  # wgmma: 55% is over the bar
     assert RULES["tensor-pipe-underused"]({"pipe_tensor_hmma_cycles_pct": 55.0}) is None  # no sm_90 counter: as before
+
+
+def test_a_matrix_product_on_the_fma_pipe_is_tensor_cores_unused():
+    # cuBLAS fp32 with TF32 off: FMA pipe 80% busy, tensor pipe idle, and the kernel's name says it is a GEMM
+    sgemm = {"pipe_fma_cycles_pct": 80.0, "pipe_tensor_cycles_pct": 0.0003, MATMUL_NAMED: 1.0}
+    f = RULES["tensor-pipe-underused"](sgemm)
+    assert isinstance(f, Fired) and f.magnitude == round(0.80 * (1 - 1 / 7.39), 4)  # 0.6917: the time TF32 would save
+    assert any(e.metric == FMA_MATMUL for e in f.evidence)
+    assert RULES["tensor-pipe-underused"]({k: v for k, v in sgemm.items() if k != MATMUL_NAMED}) is None  # Horner chains
+    assert RULES["tensor-pipe-underused"](dict(sgemm, pipe_fma_cycles_pct=40.0)) is None  # not compute bound on FMA
+
+
+def test_a_matrix_product_on_the_fma_pipe_is_no_speed_of_light():
+    sgemm = {"pipe_fma_cycles_pct": 79.4, "pipe_tensor_cycles_pct": 0.0003, "sm_throughput_pct": 86.8, "issue_active_pct": 70.0,
+             MATMUL_NAMED: 1.0}
+    ev = evaluate(sgemm)
+    assert ev.verdict is not None and ev.verdict.status == "limited" and ev.fired[0].signal == "tensor-pipe-underused"
+    ev = evaluate({k: v for k, v in sgemm.items() if k != MATMUL_NAMED})  # the same counters, no matrix product
+    assert ev.verdict is not None and ev.verdict.status == "speed-of-light" and ev.verdict.unit == "FMA pipe"

@@ -11,6 +11,7 @@ import pytest
 from kwiki.errors import BadInput
 from kwiki.profiling.diagnose import DiagnoseResponse, diagnose_bytes
 from kwiki.profiling.next_step import next_step
+from kwiki.profiling.rulebase import FMA_MATMUL
 from kwiki.profiling.verdict import program_checks, warmup_message
 
 VERIFY = Path(__file__).resolve().parents[2] / "profiling" / "fixtures" / "verify"
@@ -38,7 +39,7 @@ TOP = {
     "divergence-fixed.raw.csv.gz": ("speed-of-light", "speed-of-light"),
     "smem_occupancy-bad.raw.csv.gz": ("occupancy-shared-memory", "limited"),
     "torch-gemm_bf16.raw.csv.gz": ("speed-of-light", "speed-of-light"),
-    "torch-gemm_fp32.raw.csv.gz": ("speed-of-light", "speed-of-light"),
+    "torch-gemm_fp32.raw.csv.gz": ("tensor-pipe-underused", "limited"),
     "torch-gemm_skinny.raw.csv.gz": ("speed-of-light", "speed-of-light"),
     "torch-triton_contig.raw.csv.gz": ("speed-of-light", "speed-of-light"),
     "torch-triton_softmax.raw.csv.gz": ("speed-of-light", "speed-of-light"),
@@ -71,8 +72,11 @@ def test_healthy_cublas_gemm_is_at_the_speed_of_light_and_its_one_cta_per_sm_is_
 
 
 def test_fp32_gemm_at_the_fma_peak_is_told_to_use_tensor_cores():
-    v = diag("torch-gemm_fp32.raw.csv.gz").launches[0].verdict
-    assert v.unit == "FMA pipe" and "tensor cores" in v.still_helps[0]
+    # cuBLAS fp32 with TF32 off: the FMA pipe near its peak doing a matrix product that tensor cores do 7x faster
+    d = diag("torch-gemm_fp32.raw.csv.gz").launches[0]
+    top = d.signals[0]
+    assert top.signal == "tensor-pipe-underused" and any(e.metric == FMA_MATMUL and "allow_tf32" in e.note for e in top.evidence)
+    assert d.verdict is not None and d.verdict.status == "limited" and "not the speed of light" in d.verdict.summary
 
 
 def test_busy_dram_moving_wasted_sectors_is_not_the_speed_of_light():
