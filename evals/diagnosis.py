@@ -172,7 +172,7 @@ def measured_speedups(folder: Path) -> dict[str, float]:
         for line in path.read_text(encoding="utf-8").splitlines():
             words = line.split()
             parts = dict(p.split("=", 1) for p in words if "=" in p)
-            bare = [w for w in (words[1:] if words[:1] == ["RESULT"] else words[:1]) if "=" not in w]
+            bare = [w for w in (words[1:] if words[:1] in (["RESULT"], ["[RESULT]"]) else words[:1]) if "=" not in w]
             stem = parts.get("stem") or parts.get("case") or (bare[0] if bare else None)
             ms = parts.get("median_ms") or parts.get("ms")
             if stem and ms:
