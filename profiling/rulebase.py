@@ -111,6 +111,28 @@ def fire(signal: str, mag: float, *ev: tuple[str, Any, Any] | tuple[str, Any, An
                  note=e[3] if len(e) > 3 else "") for e in ev])
 
 
+TENSOR_PIPES = ("pipe_tensor_cycles_pct", "pipe_tensor_gmma_cycles_pct", "pipe_tensor_hmma_cycles_pct", "pipe_tc_cycles_pct")
+TENSOR_OPS = ("tensor_ops_bf16_pct", "tensor_ops_fp16_pct", "tensor_ops_fp8_pct", "tensor_ops_tf32_pct", "tensor_ops_int8_pct",
+              "tensor_ops_fp64_pct")
+
+
+def tensor_pct(m: Metrics) -> float | None:
+    """The busiest tensor pipe's active share, or None without a tensor counter. Where the export holds Hopper's
+    tensor operation counters and every one reads 0, no MMA ran and the share is 0: the pipe-cycle counters read up
+    to 19% in a kernel of FFMAs alone (blind4's b4_07 on the H200).
+
+    >>> tensor_pct({"pipe_tensor_cycles_pct": 18.6, "tensor_ops_bf16_pct": 0.0, "tensor_ops_tf32_pct": 0.0})
+    0.0
+    >>> tensor_pct({"pipe_tensor_cycles_pct": 55.1, "tensor_ops_bf16_pct": 49.4})
+    55.1
+    """
+    vals = [v for k in TENSOR_PIPES if (v := g(m, k)) is not None]
+    if not vals:
+        return None
+    ops = [v for k in TENSOR_OPS if (v := g(m, k)) is not None]
+    return 0.0 if ops and max(ops) == 0 else max(vals)
+
+
 def stall_shares(m: Metrics) -> dict[str, float]:
     """Share of each stall reason in the warp stall total (``selected`` excluded), from the best series present."""
     best: dict[str, float] = {}

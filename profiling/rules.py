@@ -37,6 +37,7 @@ from .rulebase import (
     share,
     stall_rule,
     stall_shares,
+    tensor_pct,
     thr,
     traffic_share,
 )
@@ -256,14 +257,8 @@ def fma_bound(m: Metrics) -> Outcome:
                  ("smsp__thread_inst_executed_per_inst_executed.ratio", tpi, None, "lanes idle by divergence do no useful FMA work"))
 
 
-def _tensor(m: Metrics) -> float | None:
-    vals = [v for k in ("pipe_tensor_cycles_pct", "pipe_tensor_gmma_cycles_pct", "pipe_tensor_hmma_cycles_pct", "pipe_tc_cycles_pct")
-            if (v := g(m, k)) is not None]
-    return max(vals) if vals else None
-
-
 def tensor_pipe_bound(m: Metrics) -> Outcome:
-    t = _tensor(m)
+    t = tensor_pct(m)
     if t is None:
         return Missing(signal="tensor-pipe-bound", metrics=["pipe_tensor_cycles_pct"])
     th = thr("tensor-pipe-bound", "tensor_pct")
@@ -274,7 +269,7 @@ def tensor_pipe_underused(m: Metrics) -> Outcome:
     """The tensor pipe under half busy in a kernel that uses it. On sm_90 a kernel with no wgmma instruction
     (``sm__inst_executed_pipe_tensor_op_gmma`` = 0, a gh100-only counter) issues mma.sync, whose ops path peaks at two
     thirds of the chip's tensor rate: its pipe share is read against the chip's peak."""
-    t = _tensor(m)
+    t = tensor_pct(m)
     if t is None:
         return Missing(signal="tensor-pipe-underused", metrics=["pipe_tensor_cycles_pct"])
     th, lo = thr("tensor-pipe-underused", "tensor_pct"), thr("tensor-pipe-underused", "min_tensor_pct")

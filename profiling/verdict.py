@@ -22,7 +22,7 @@ from __future__ import annotations
 import statistics
 from typing import Literal, Mapping, Sequence
 
-from .rulebase import FMA_MATMUL, Check, Evidence, Fired, Metrics, Verdict, g, thr
+from .rulebase import FMA_MATMUL, Check, Evidence, Fired, Metrics, Verdict, g, tensor_pct, thr
 
 # Signals that mean the busy unit moves or executes waste; any of them at >= max_waste keeps a kernel off the
 # speed of light however busy its units are (coalescing-bad runs DRAM at 92% moving sectors 7/8 wasted).
@@ -70,8 +70,7 @@ STILL_HELPS: dict[str, list[str]] = {
 
 
 def _units(m: Metrics) -> list[tuple[str, float]]:
-    tensor = max((v for k in ("pipe_tensor_cycles_pct", "pipe_tensor_gmma_cycles_pct", "pipe_tensor_hmma_cycles_pct", "pipe_tc_cycles_pct")
-                  if (v := g(m, k)) is not None), default=None)
+    tensor = tensor_pct(m)
     pairs = [("tensor pipe", tensor), ("FMA pipe", g(m, "pipe_fma_cycles_pct")), ("SM issue", g(m, "issue_active_pct")),
              ("DRAM", g(m, "dram_throughput_pct")), ("L2", g(m, "l2_throughput_pct")), ("L1/shared", g(m, "l1_throughput_pct"))]
     return sorted(((n, v) for n, v in pairs if v is not None), key=lambda x: -x[1])
@@ -121,7 +120,7 @@ def validity_checks(m: Metrics) -> list[Check]:
 def _persistent_by_design(fired: list[Fired], m: Metrics) -> None:
     """One CTA per SM in a tensor-core kernel whose grid fits one wave is a persistent / warp-specialized design: its
     latency hiding comes from the pipeline inside the CTA, not from occupancy, so the occupancy limit is by design."""
-    tensor = max((v for k in ("pipe_tensor_cycles_pct", "pipe_tensor_gmma_cycles_pct", "pipe_tensor_hmma_cycles_pct") if (v := g(m, k)) is not None), default=0.0)
+    tensor = tensor_pct(m) or 0.0
     lims = [v for k in ("occ_limit_registers", "occ_limit_shared_mem", "occ_limit_warps", "occ_limit_blocks") if (v := g(m, k)) is not None and v > 0]
     grid, sms = g(m, "grid_size"), g(m, "sm_count")
     if tensor < PERSISTENT_MIN_TENSOR_PCT or not lims or min(lims) > 1 or not grid or not sms or grid > sms:
