@@ -221,14 +221,25 @@ def dram_bound(m: Metrics) -> Outcome:
                  ("stall share long_scoreboard + lg_throttle + tex_throttle + drain, or DRAM saturation", w, None))
 
 
+def _l2_served(m: Metrics) -> tuple[str, float] | None:
+    """The share (%) of the L1/TEX traffic at L2 that L2 serves without DRAM: read hits over reads and writes. A
+    write-back L2 allocates every write, so writes 'hit' (99.99% in a GEMM writing 512 MB) and still all go to DRAM;
+    ``lts__t_sector_hit_rate`` counts them as served. Falls back to that hit rate where the sector counts are absent."""
+    rd, hits, wr = g(m, "l2_tex_read_sectors"), g(m, "l2_tex_read_hit_sectors"), g(m, "l2_tex_write_sectors")
+    if rd is not None and hits is not None and wr is not None and rd + wr > 0:
+        return "read hits / (reads + writes) of lts__t_sectors_srcunit_tex (%)", 100 * hits / (rd + wr)
+    hit = g(m, "l2_hit_rate")
+    return None if hit is None else ("lts__t_sector_hit_rate.pct", hit)
+
+
 def l2_bound(m: Metrics) -> Outcome:
-    l2, dram, hit = g(m, "l2_throughput_pct"), g(m, "dram_throughput_pct"), g(m, "l2_hit_rate")
-    if l2 is None or hit is None:
+    l2, dram, served = g(m, "l2_throughput_pct"), g(m, "dram_throughput_pct"), _l2_served(m)
+    if l2 is None or served is None:
         return Missing(signal="l2-bound", metrics=["l2_throughput_pct", "l2_hit_rate"])
     th, hth = thr("l2-bound", "l2_pct"), thr("l2-bound", "l2_hit_rate")
-    if l2 < th or hit < hth or (dram is not None and dram >= l2):
+    if l2 < th or served[1] < hth or (dram is not None and dram >= l2):
         return None
-    return fire("l2-bound", l2 / 100, ("lts__throughput.avg.pct_of_peak_sustained_elapsed", l2, th), ("lts__t_sector_hit_rate.pct", hit, hth))
+    return fire("l2-bound", l2 / 100, ("lts__throughput.avg.pct_of_peak_sustained_elapsed", l2, th), (served[0], served[1], hth))
 
 
 def cache_thrashing(m: Metrics) -> Outcome:

@@ -229,3 +229,14 @@ def test_a_matrix_product_on_the_fma_pipe_is_no_speed_of_light():
     assert ev.verdict is not None and ev.verdict.status == "limited" and ev.fired[0].signal == "tensor-pipe-underused"
     ev = evaluate({k: v for k, v in sgemm.items() if k != MATMUL_NAMED})  # the same counters, no matrix product
     assert ev.verdict is not None and ev.verdict.status == "speed-of-light" and ev.verdict.unit == "FMA pipe"
+
+
+def test_l2_writes_all_hit_and_still_go_to_dram():
+    # K = 64 cuBLAS GEMM writing 512 MB (blind4 b4_12): reads 7.96M sectors (7.38M hit), writes 16.78M, all "hits"
+    k64 = {"l2_throughput_pct": 72.4, "dram_throughput_pct": 65.5, "l2_hit_rate": 97.8,
+           "l2_tex_read_sectors": 7.96e6, "l2_tex_read_hit_sectors": 7.38e6, "l2_tex_write_sectors": 16.78e6}
+    assert RULES["l2-bound"](k64) is None  # L2 serves 7.38 / 24.74 = 29.8% of the traffic: DRAM takes the rest
+    reread = dict(k64, l2_tex_write_sectors=0.2e6)  # the same reads with few writes: 7.38 / 8.16 = 90.4% served
+    f = RULES["l2-bound"](reread)
+    assert isinstance(f, Fired) and f.evidence[1].value == round(100 * 7.38 / 8.16, 4)
+    assert isinstance(RULES["l2-bound"]({k: v for k, v in k64.items() if not k.startswith("l2_tex")}), Fired)  # hit rate alone
