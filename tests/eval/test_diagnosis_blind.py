@@ -111,7 +111,8 @@ def test_fourth_blind_set_holds_its_first_run():
     problems = [c for c in s.cases if c.expected != "healthy"]
     assert len(problems) == 7 and len(s.cases) == 13
     assert all(c.first for c in problems), [(c.stem, c.expected, c.got) for c in problems if not c.first]
-    assert _count([c.wrong_first for c in s.cases]) <= 1, [(c.stem, c.got) for c in s.cases if c.wrong_first]
+    # after the run, seen: L2 'hits' of writes no longer make the K = 64 GEMM l2-bound, so no healthy kernel is flagged
+    assert not [c.stem for c in s.cases if c.wrong_first], [(c.stem, c.got) for c in s.cases if c.wrong_first]
     assert len(s.pairs) == 3
     for p in s.pairs:
         assert p.resolved and p.speedup is not None and p.speedup > 1.2, p
