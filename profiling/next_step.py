@@ -4,7 +4,7 @@
     >>> s.command.split(" -o ")[0]
     "ncu --clock-control none --set full --import-source yes -k 'regex:^coalescing_bad' -c 1"
     >>> s.build
-    'nvcc -lineinfo ...'
+    'nvcc -lineinfo ... (Triton and torch.compile kernels carry line info unless TRITON_DISABLE_LINE_INFO=1)'
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ _PLAN: dict[str, tuple[str, bool, str, str]] = {
     "uncoalesced-global": (*_SOURCE, "the source page's L2 Theoretical Sectors Global Excessive column names the line"),
     "sparse-stores": (*_SOURCE, "the source page's L2 Theoretical Sectors Global Excessive column names the store"),
     "smem-bank-conflicts": (*_SOURCE, "the source page's L1 Conflicts Shared N-Way column names the access"),
-    "register-spilling": (*_SOURCE, "lines whose Address Space is Local are the spills; `nvcc -Xptxas -v` prints the spill bytes"),
+    "register-spilling": (*_SOURCE, "lines whose Address Space is Local are the spills; `nvcc -Xptxas -v` prints the spill bytes (Triton: the compiled kernel's n_regs and n_spills)"),
     "warp-divergence": (*_SOURCE, "Avg. Threads Executed per line shows where the warp splits"),
     "atomic-contention": (*_SOURCE, "the hot line is the atomic; MemoryWorkloadAnalysis_Tables counts its L2 reductions"),
     "long-scoreboard": (*_SOURCE, "the line after the load that feeds it carries the long_scoreboard samples"),
@@ -78,6 +78,8 @@ class NextStep(BaseModel):
     why: str
 
 
+#: How a build keeps the source-line map the source page needs.
+LINEINFO = "nvcc -lineinfo ... (Triton and torch.compile kernels carry line info unless TRITON_DISABLE_LINE_INFO=1)"
 #: Template nesting read off a kernel name (an export's demangled names nest a few levels; this bounds the work).
 MAX_TEMPLATE_DEPTH = 16
 
@@ -115,4 +117,4 @@ def next_step(signal: str | None, kernel: str, app: str = "./app", have: frozens
     cmd = (f"ncu --clock-control none {sections} -k {shlex.quote('regex:' + kernel_regex(kernel))} -c 1 "
            f"-o {rep} {app}")
     return NextStep(signal=signal or "missing-counters", command=cmd, export=_EXPORT[export].format(rep=rep),
-                    build="nvcc -lineinfo ..." if needs_lineinfo else None, why=why)
+                    build=LINEINFO if needs_lineinfo else None, why=why)
