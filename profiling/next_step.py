@@ -4,7 +4,7 @@
     >>> s.command.split(" -o ")[0]
     "ncu --clock-control none --set full --import-source yes -k 'regex:^coalescing_bad' -c 1"
     >>> s.build
-    'nvcc -lineinfo ... (Triton and torch.compile kernels carry line info unless TRITON_DISABLE_LINE_INFO=1)'
+    'nvcc -lineinfo ...; Triton and torch.compile kernels carry line info unless TRITON_DISABLE_LINE_INFO=1'
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ class NextStep(BaseModel):
 
 
 #: How a build keeps the source-line map the source page needs.
-LINEINFO = "nvcc -lineinfo ... (Triton and torch.compile kernels carry line info unless TRITON_DISABLE_LINE_INFO=1)"
+LINEINFO = "nvcc -lineinfo ...; Triton and torch.compile kernels carry line info unless TRITON_DISABLE_LINE_INFO=1"
 #: Template nesting read off a kernel name (an export's demangled names nest a few levels; this bounds the work).
 MAX_TEMPLATE_DEPTH = 16
 
