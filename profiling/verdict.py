@@ -238,6 +238,20 @@ def judge(ranked: Sequence[Fired], m: Metrics, missing: Sequence[str] = ()) -> t
         return rest, Verdict(status="partial", checks=checks, unit=units[0][0] if units else None,
                              unit_pct=round(units[0][1], 2) if units else None,
                              summary=f"{seen}nothing fired on the metrics present; missing: " + ", ".join(missing[:MAX_NAMED_MISSING]))
+    near = _sol_unit(units)
+    if near is not None:
+        # nothing fired, and a work unit is within 5 points of the bar: the kernel is at its roof as measured
+        unit, pct = near
+        sm = g(m, "sm_throughput_pct")
+        helps = STILL_HELPS.get(unit, STILL_HELPS["memory"])
+        lead = Fired(signal="speed-of-light", magnitude=round(pct / 100, 4), evidence=[
+            Evidence(metric=f"busiest unit: {unit}", value=round(pct, 2), threshold=f">= {UNIT_NEAR_PEAK:g}", note=(
+                "no signal fired (no waste, no latency limiter)"
+                + (f"; sm__throughput.avg.pct_of_peak_sustained_elapsed {sm:.1f}%, under ncu's {thr('speed-of-light', 'sol_pct'):g}% bar"
+                   if sm is not None else "")))])
+        return [lead, *rest], Verdict(status="speed-of-light", unit=unit, unit_pct=round(pct, 2), still_helps=helps, checks=checks,
+                                      summary=(f"near the speed of light: no signal fired and the {unit} runs at {pct:.0f}% of its "
+                                               f"peak - what would still help: {helps[0]}"))
     busiest = f"; the busiest unit, {units[0][0]}, at {units[0][1]:.0f}% of peak" if units else ""
     return rest, Verdict(status="no-signal", checks=checks, summary=f"no signal fired on the counters the export holds{busiest}",
                          unit=units[0][0] if units else None, unit_pct=round(units[0][1], 2) if units else None)

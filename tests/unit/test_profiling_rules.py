@@ -8,6 +8,7 @@ from kwiki.profiling import rules
 from kwiki.profiling.rulebase import FMA_MATMUL, MATMUL_NAMED
 from kwiki.profiling.rules import RULES, Fired, Missing, evaluate, stall_shares
 from kwiki.profiling.signals import SIGNAL_IDS
+from kwiki.profiling.verdict import judge
 
 REASONS = ("barrier", "branch_resolving", "dispatch_stall", "drain", "imc_miss", "lg_throttle", "long_scoreboard",
            "math_pipe_throttle", "membar", "mio_throttle", "misc", "no_instruction", "not_selected", "selected",
@@ -240,3 +241,12 @@ def test_l2_writes_all_hit_and_still_go_to_dram():
     f = RULES["l2-bound"](reread)
     assert isinstance(f, Fired) and f.evidence[1].value == round(100 * 7.38 / 8.16, 4)
     assert isinstance(RULES["l2-bound"]({k: v for k, v in k64.items() if not k.startswith("l2_tex")}), Fired)  # hit rate alone
+
+
+def test_nothing_fired_with_a_unit_near_its_peak_is_near_the_speed_of_light():
+    # a complete export where no rule fired (judge with no missing counters)
+    fired, verdict = judge([], {"sm_throughput_pct": 77.9, "issue_active_pct": 80.0, "dram_throughput_pct": 49.0})
+    assert verdict.status == "speed-of-light" and verdict.unit == "SM issue" and verdict.still_helps
+    assert [f.signal for f in fired] == ["speed-of-light"]
+    fired, verdict = judge([], {"sm_throughput_pct": 60.0, "issue_active_pct": 62.0, "dram_throughput_pct": 49.0})
+    assert verdict.status == "no-signal" and not fired
