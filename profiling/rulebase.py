@@ -117,20 +117,24 @@ TENSOR_OPS = ("tensor_ops_bf16_pct", "tensor_ops_fp16_pct", "tensor_ops_fp8_pct"
 
 
 def tensor_pct(m: Metrics) -> float | None:
-    """The busiest tensor pipe's active share, or None without a tensor counter. Where the export holds Hopper's
-    tensor operation counters and every one reads 0, no MMA ran and the share is 0: the pipe-cycle counters read up
-    to 19% in a kernel of FFMAs alone (blind4's b4_07 on the H200).
+    """The busiest tensor pipe's active share, or None without a tensor counter. On Hopper (the export holds the
+    gh100-only wgmma instruction counter) where every tensor operation counter reads 0, no MMA ran and the share is
+    0: the pipe-cycle counters count ptxas's constant-building HFMA2.MMA and read 19% in a kernel of FFMAs alone
+    (blind4's b4_07 on the H200). Other chips are read as before: their operation counters were not measured.
 
-    >>> tensor_pct({"pipe_tensor_cycles_pct": 18.6, "tensor_ops_bf16_pct": 0.0, "tensor_ops_tf32_pct": 0.0})
+    >>> tensor_pct({"pipe_tensor_cycles_pct": 18.6, "tensor_gmma_inst_pct": 0.0, "tensor_ops_bf16_pct": 0.0})
     0.0
-    >>> tensor_pct({"pipe_tensor_cycles_pct": 55.1, "tensor_ops_bf16_pct": 49.4})
+    >>> tensor_pct({"pipe_tensor_cycles_pct": 55.1, "tensor_gmma_inst_pct": 0.0, "tensor_ops_bf16_pct": 49.4})
     55.1
+    >>> tensor_pct({"pipe_tensor_cycles_pct": 18.6, "tensor_ops_bf16_pct": 0.0})  # no sm_90 marker
+    18.6
     """
     vals = [v for k in TENSOR_PIPES if (v := g(m, k)) is not None]
     if not vals:
         return None
     ops = [v for k in TENSOR_OPS if (v := g(m, k)) is not None]
-    return 0.0 if ops and max(ops) == 0 else max(vals)
+    hopper = g(m, "tensor_gmma_inst_pct") is not None
+    return 0.0 if hopper and ops and max(ops) == 0 else max(vals)
 
 
 def stall_shares(m: Metrics) -> dict[str, float]:
