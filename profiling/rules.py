@@ -268,12 +268,16 @@ def fma_bound(m: Metrics) -> Outcome:
                  ("smsp__thread_inst_executed_per_inst_executed.ratio", tpi, None, "lanes idle by divergence do no useful FMA work"))
 
 
+#: How the tensor pipe's share (``rulebase.tensor_pct``) is named in evidence.
+TENSOR_EVIDENCE = "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active (max over tensor pipes)"
+
+
 def tensor_pipe_bound(m: Metrics) -> Outcome:
     t = tensor_pct(m)
     if t is None:
         return Missing(signal="tensor-pipe-bound", metrics=["pipe_tensor_cycles_pct"])
     th = thr("tensor-pipe-bound", "tensor_pct")
-    return fire("tensor-pipe-bound", 0.6 * t / 100, ("sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active (max over tensor pipes)", t, th)) if t >= th else None
+    return fire("tensor-pipe-bound", 0.6 * t / 100, (TENSOR_EVIDENCE, t, th)) if t >= th else None
 
 
 def tensor_pipe_underused(m: Metrics) -> Outcome:
@@ -289,7 +293,7 @@ def tensor_pipe_underused(m: Metrics) -> Outcome:
         # a matrix product on CUDA cores: the FMA pipe's busy time, less the 1/ratio the tensor pipe would need
         ratio = thr("tensor-pipe-underused", "tf32_over_fp32")
         return fire("tensor-pipe-underused", fma / 100 * (1 - 1 / ratio),
-                    ("sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active (max over tensor pipes)", t, f"< {lo:g}"),
+                    (TENSOR_EVIDENCE, t, f"< {lo:g}"),
                     (FMA_MATMUL, fma, None, f"the kernel's name says it is a matrix product and it runs on the FP32 FMA pipe; "
                      f"TF32 tensor cores run {ratio:g}x its rate (bf16/FP8 more): allow TF32 (torch.backends.cuda.matmul."
                      "allow_tf32 = True) or use lower-precision inputs where the accuracy allows"))
@@ -298,7 +302,7 @@ def tensor_pipe_underused(m: Metrics) -> Outcome:
     if not lo <= eff < th:
         return None
     ev: list[tuple[str, Any, Any] | tuple[str, Any, Any, str]] = [
-        ("sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active (max over tensor pipes)", t, f"{lo:g}..{th:g}")]
+        (TENSOR_EVIDENCE, t, f"{lo:g}..{th:g}")]
     if mma_sync:
         ev.append(("sm__inst_executed_pipe_tensor_op_gmma.avg.pct_of_peak_sustained_active", 0.0, None,
                    f"no wgmma on sm_90: mma.sync, whose path peaks at two thirds of the tensor rate; {eff:.0f}% of the chip's tensor peak "

@@ -173,6 +173,23 @@ def _designed(fired: Sequence[Fired]) -> list[str]:
     return [f.signal for f in fired if any(e.metric == "by design" for e in f.evidence)]
 
 
+def _speed_of_light(lead: Fired, rest: list[Fired], unit: str, pct: float, checks: list[Check],
+                    head: str) -> tuple[list[Fired], Verdict]:
+    """The speed-of-light reading: ``lead`` first, the saturated unit's bound signals next, the limiters a kernel at
+    its roof has by design damped and last, and what would still help for ``unit``."""
+    bound = [f for f in rest if f.signal in BOUND_SIGNALS]
+    designed = [f for f in rest if f.signal in BY_DESIGN_AT_SOL]
+    others = [f for f in rest if f not in bound and f not in designed]
+    for f in designed:
+        f.magnitude = round(f.magnitude * BY_DESIGN_DAMPING, 4)
+        f.evidence.append(Evidence(metric="by design", value="speed-of-light", threshold=None, note=(
+            f"the {unit} runs at {pct:.0f}% of peak: this limiter costs nothing the kernel could win back")))
+    ordered = [lead, *bound, *others, *sorted(designed, key=lambda f: -f.magnitude)]
+    helps = STILL_HELPS.get(unit, STILL_HELPS["memory"])
+    return ordered, Verdict(status="speed-of-light", unit=unit, unit_pct=round(pct, 2), still_helps=helps,
+                            by_design=_designed(ordered), checks=checks, summary=f"{head} - what would still help: {helps[0]}")
+
+
 def judge(ranked: Sequence[Fired], m: Metrics, missing: Sequence[str] = ()) -> tuple[list[Fired], Verdict]:
     """Re-rank one launch's fired signals honestly and say what they amount to (see the module docstring)."""
     checks = validity_checks(m)
@@ -188,21 +205,11 @@ def judge(ranked: Sequence[Fired], m: Metrics, missing: Sequence[str] = ()) -> t
     named = _sol_unit(units) if sol is not None else None
     if sol is not None and not waste and named is not None:
         unit, pct = named
-        bound = [f for f in rest if f.signal in BOUND_SIGNALS]
-        designed = [f for f in rest if f.signal in BY_DESIGN_AT_SOL]
-        others = [f for f in rest if f not in bound and f not in designed]
-        for f in designed:
-            f.magnitude = round(f.magnitude * BY_DESIGN_DAMPING, 4)
-            f.evidence.append(Evidence(metric="by design", value="speed-of-light", threshold=None, note=(
-                f"the {unit} runs at {pct:.0f}% of peak: this limiter costs nothing the kernel could win back")))
         sol.evidence.append(Evidence(metric=f"busiest unit: {unit}", value=round(pct, 2), threshold=None,
                                      note="no waste signal (uncoalesced/sparse accesses, conflicts, spills, divergence, atomics, tail) fired"))
-        ordered = [sol, *bound, *others, *sorted(designed, key=lambda f: -f.magnitude)]
-        helps = STILL_HELPS.get(unit, STILL_HELPS["memory"])
-        return ordered, Verdict(status="speed-of-light", unit=unit, unit_pct=round(pct, 2), still_helps=helps,
-                                by_design=_designed(ordered), checks=checks, summary=(
-                                    f"at the speed of light: the {unit} runs at {pct:.0f}% of its peak and no waste signal fired; "
-                                    f"nothing in this kernel's execution is left to fix - what would still help: {helps[0]}"))
+        return _speed_of_light(sol, rest, unit, pct, checks, (
+            f"at the speed of light: the {unit} runs at {pct:.0f}% of its peak and no waste signal fired; "
+            "nothing in this kernel's execution is left to fix"))
     if sol is not None and waste:
         sol_note = (f"{sol.evidence[0].value}% of peak, but the busy unit is busy with waste ({', '.join(f.signal for f in waste)}): "
                     "not the speed of light")
@@ -243,15 +250,13 @@ def judge(ranked: Sequence[Fired], m: Metrics, missing: Sequence[str] = ()) -> t
         # nothing fired, and a work unit is within 5 points of the bar: the kernel is at its roof as measured
         unit, pct = near
         sm = g(m, "sm_throughput_pct")
-        helps = STILL_HELPS.get(unit, STILL_HELPS["memory"])
         lead = Fired(signal="speed-of-light", magnitude=round(pct / 100, 4), evidence=[
             Evidence(metric=f"busiest unit: {unit}", value=round(pct, 2), threshold=f">= {UNIT_NEAR_PEAK:g}", note=(
                 "no signal fired (no waste, no latency limiter)"
                 + (f"; sm__throughput.avg.pct_of_peak_sustained_elapsed {sm:.1f}%, under ncu's {thr('speed-of-light', 'sol_pct'):g}% bar"
                    if sm is not None else "")))])
-        return [lead, *rest], Verdict(status="speed-of-light", unit=unit, unit_pct=round(pct, 2), still_helps=helps, checks=checks,
-                                      summary=(f"near the speed of light: no signal fired and the {unit} runs at {pct:.0f}% of its "
-                                               f"peak - what would still help: {helps[0]}"))
+        return _speed_of_light(lead, rest, unit, pct, checks,
+                               f"near the speed of light: no signal fired and the {unit} runs at {pct:.0f}% of its peak")
     busiest = f"; the busiest unit, {units[0][0]}, at {units[0][1]:.0f}% of peak" if units else ""
     return rest, Verdict(status="no-signal", checks=checks, summary=f"no signal fired on the counters the export holds{busiest}",
                          unit=units[0][0] if units else None, unit_pct=round(units[0][1], 2) if units else None)
