@@ -374,22 +374,30 @@ def warp_divergence(m: Metrics) -> Outcome:
 
 
 def atomic_contention(m: Metrics) -> Outcome:
-    """Atomic/reduction sectors a large share of L2 traffic while no unit is busy (serialization)."""
-    atom = [v for k in ("l2_tex_red_sectors", "l2_tex_atom_sectors", "l2_sectors_red", "l2_sectors_atom") if (v := g(m, k)) is not None]
-    total = g(m, "l2_sectors")
-    if not atom or total is None:
+    """Atomic/reduction sectors a large share of the SMs' L2 traffic while no unit is busy (serialization).
+
+    The share is read over the sectors L1/TEX sends to L2 (``lts__t_sectors_srcunit_tex``), where the atomics come
+    from: ``lts__t_sectors`` also counts the L2 fabric's crossings between the two L2 partitions of H100/H200 and the
+    constant cache, which dilute it (scatter_add_ into 8 bins: 24% of all L2 sectors, 37% of the SMs' own)."""
+    tex = [v for k in ("l2_tex_red_sectors", "l2_tex_atom_sectors") if (v := g(m, k)) is not None]
+    every = [v for k in ("l2_sectors_red", "l2_sectors_atom") if (v := g(m, k)) is not None]
+    from_l1, total = g(m, "l2_sectors_from_l1"), g(m, "l2_sectors")
+    if tex and from_l1:
+        a, total, over = sum(tex), from_l1, "lts__t_sectors_srcunit_tex_op_{red,atom}.sum / lts__t_sectors_srcunit_tex.sum"
+    elif (tex or every) and total is not None:
+        a, over = max(sum(tex), sum(every)), "lts__t_sectors[_srcunit_tex]_op_{red,atom}.sum / lts__t_sectors.sum"
+    else:
         return _atomics_inferred(m) or Missing(signal="atomic-contention", metrics=["l2_tex_red_sectors", "l2_tex_atom_sectors", "l2_sectors"])
-    a = max(sum(atom[:2]), sum(atom[2:]))
     share, th = (a / total if total > 0 else 0.0), thr("atomic-contention", "atomic_share")
     if share < th:
         return None
     busy = max(g(m, "sm_throughput_pct") or 0.0, g(m, "memory_throughput_pct") or 0.0)
     idle = thr("atomic-contention", "inferred_idle_pct")
     if busy < idle:  # every unit idles while atomics are a large share of L2 traffic: the launch is serialized on them
-        return fire("atomic-contention", 1 - busy / 100, ("lts__t_sectors_srcunit_tex_op_{red,atom}.sum / lts__t_sectors.sum", share, th),
+        return fire("atomic-contention", 1 - busy / 100, (over, share, th),
                     ("max(sm__throughput, gpu__compute_memory_throughput) %", busy, f"< {idle:g}",
                      "every unit idle with many atomics = serialized on them: the idle time is at stake"))
-    return fire("atomic-contention", share * max(0.5, 1 - busy / 100), ("lts__t_sectors_srcunit_tex_op_{red,atom}.sum / lts__t_sectors.sum", share, th),
+    return fire("atomic-contention", share * max(0.5, 1 - busy / 100), (over, share, th),
                  ("max(sm__throughput, gpu__compute_memory_throughput) %", busy, None, "low throughput with many atomics = serialization"))
 
 

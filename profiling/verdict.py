@@ -151,6 +151,22 @@ def _one_wave_not_binding(fired: list[Fired], m: Metrics) -> None:
     fired.sort(key=lambda f: -f.magnitude)
 
 
+def _spilling_not_binding(fired: list[Fired]) -> None:
+    """A register limit on occupancy binds only if the kernel could run with fewer registers: one that already spills
+    at its register count would spill more under a cap (``__launch_bounds__``, ``-maxrregcount``) that fits more warps.
+    The limiter is kept, damped and marked ``not binding``; the spill is the finding (fewer live values, smaller
+    tiles, or more warps per CTA sharing the work)."""
+    if not any(f.signal == "register-spilling" for f in fired):
+        return
+    for f in fired:
+        if f.signal == "occupancy-registers" and not any(e.metric in ("by design", "not binding") for e in f.evidence):
+            f.magnitude = round(f.magnitude * BY_DESIGN_DAMPING, 4)
+            f.evidence.append(Evidence(metric="not binding", value="spilling", threshold=None, note=(
+                "the kernel already spills registers to local memory at this register count: fewer registers per thread "
+                "to fit more warps would spill more")))
+    fired.sort(key=lambda f: -f.magnitude)
+
+
 def _is_waste(f: Fired) -> bool:
     """A waste signal, or a matrix product on the FMA pipe (the busy pipe does work tensor cores do 7x faster)."""
     return f.signal in WASTE_SIGNALS or (f.signal == "tensor-pipe-underused" and any(e.metric == FMA_MATMUL for e in f.evidence))
@@ -201,6 +217,7 @@ def judge(ranked: Sequence[Fired], m: Metrics, missing: Sequence[str] = ()) -> t
         return rest, Verdict(status="invalid", summary="; ".join(c.message for c in checks if c.level == "error"), checks=checks)
     _persistent_by_design(rest, m)
     _one_wave_not_binding(rest, m)
+    _spilling_not_binding(rest)
     waste = [f for f in rest if _is_waste(f) and f.magnitude >= thr("speed-of-light", "max_waste")]
     named = _sol_unit(units) if sol is not None else None
     if sol is not None and not waste and named is not None:
