@@ -63,8 +63,11 @@ def real_vectors() -> np.ndarray:
     from kwiki.index.build import current_build
     from kwiki.index.vectors import load_matrix
 
+    from kwiki.settings import Settings
+
+    adapter = Settings().embed_adapter
     mats = []
-    for name in ("corpus+lora-r16-e3", "kernelwiki+lora-r16-e3"):
+    for name in (f"corpus+{adapter}", f"kernelwiki+{adapter}"):
         folder = REPO / ".kwiki" / "eval" / name
         if not folder.exists():
             sys.exit(f"no eval index at {folder}: run `kwiki eval --suite all` once first")

@@ -84,7 +84,7 @@ class Settings(BaseSettings):
         description="Where the ONNX export of the embedding model is kept (made once, in seconds)",
     )
     embed_adapter: str | None = Field(
-        default="lora-r16-e3", description="Domain adapter folded into the embedding model (index/adapters/NAME.npz, "
+        default="lora-r16-e8", description="Domain adapter folded into the embedding model (index/adapters/NAME.npz, "
         "trained by evals/embedder/train.py); 'none': the base all-MiniLM-L6-v2. Part of the build's model id")
     max_query_chars: int = Field(default=MAX_QUERY_CHARS, ge=16, description="Longer queries are refused (a pasted report fits)")
     max_k: int = Field(default=MAX_K, ge=1, description="Most pages one search may return")

@@ -4,8 +4,9 @@
 
 Positives: every question a page lists (``questions:``) with the section the index says it stands for, and every
 *dev* question of the suite with its grade-2 pages' nearest section (test questions are never used). Hard
-negatives: the best BM25 chunk of a page that is neither the positive's page nor labeled or linked from it
-(BM25-mined, as dense retrievers are trained). Passages are what the model sees at build time (``embed_text``).
+negatives, each from a page that is neither the positive's page nor linked from it: the best BM25 chunk
+(BM25-mined, as dense retrievers are trained), and with ``--vector-negatives K`` also the K chunks the index's own
+embedder ranks first (one per page) (mined from the model's mistakes, as ANCE does). Passages are what the model sees at build time (``embed_text``).
 """
 
 from __future__ import annotations
@@ -38,6 +39,21 @@ def hard_negative(s: Searcher, query: str, avoid: set[str]) -> int | None:
     return None
 
 
+def vector_negatives(s: Searcher, vec: np.ndarray, avoid: set[str], count: int) -> list[int]:
+    """The ``count`` chunks the index's embedder ranks highest, one per page, from pages outside ``avoid``."""
+    scores = s.vindex.matrix @ vec
+    out: list[int] = []
+    seen = set(avoid)
+    for row in np.argsort(-scores)[:200]:
+        page = s.chunk_page[int(row)]
+        if page not in seen:
+            out.append(int(row))
+            seen.add(page)
+            if len(out) == count:
+                break
+    return out
+
+
 def linked(s: Searcher, key: str) -> set[str]:
     p = s.pages[key]
     out = {key}
@@ -53,12 +69,13 @@ def main() -> None:
     ap.add_argument("--index", type=Path, required=True)
     ap.add_argument("--suite", required=True)
     ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--vector-negatives", type=int, default=0, help="embedder-mined negatives to add per row")
     args = ap.parse_args()
     s = Searcher.open(args.index)
     v = s.vindex
-    pairs: list[tuple[str, int, str]] = []  # (query, positive chunk row, kind)
+    pairs: list[tuple[str, int, str, np.ndarray]] = []  # (query, positive chunk row, kind, query vector)
     for i in np.flatnonzero(v.is_question):
-        pairs.append((v.sentence_texts[i], int(v.sentence_rows[i]), "listed"))
+        pairs.append((v.sentence_texts[i], int(v.sentence_rows[i]), "listed", v.sentences[i]))
     by_id = {p.id: k for k, p in s.pages.items()}
     dev = [q for q in load_suite(args.suite) if q.split == "dev"]
     vecs = s._embedder().encode([q.query for q in dev])
@@ -67,19 +84,28 @@ def main() -> None:
             key = by_id.get(pid)
             if grade == 2 and key in s.page_rows:
                 rows = s.page_rows[key]
-                pairs.append((q.query, rows[int(np.argmax(v.matrix[rows] @ vec))], "dev"))
+                pairs.append((q.query, rows[int(np.argmax(v.matrix[rows] @ vec))], "dev", vec))
     n = 0
     with open(args.out, "w", encoding="utf-8") as fh:
-        for query, row, kind in pairs:
+        for query, row, kind, vec in pairs:
             key = s.chunk_page[row]
-            neg = hard_negative(s, query, linked(s, key))
-            if neg is None:
+            avoid = linked(s, key)
+            first = hard_negative(s, query, avoid)
+            if first is None:
                 continue
-            fh.write(json.dumps({"query": query, "positive": passage(s, row), "negative": passage(s, neg),
-                                 "page": s.pages[key].id, "kind": kind}) + "\n")
+            negs = [first]
+            if args.vector_negatives:
+                negs += vector_negatives(s, vec, avoid | {s.chunk_page[first]}, args.vector_negatives)
+                if len(negs) < 1 + args.vector_negatives:
+                    continue
+            out: dict[str, object] = {"query": query, "positive": passage(s, row), "negative": passage(s, negs[0]),
+                                      "page": s.pages[key].id, "kind": kind}
+            if args.vector_negatives:
+                out["negatives"] = [passage(s, x) for x in negs]
+            fh.write(json.dumps(out) + "\n")
             n += 1
     digest = hashlib.sha256(args.out.read_bytes()).hexdigest()
-    print(json.dumps({"pairs": n, "listed": sum(k == "listed" for *_, k in pairs), "dev": sum(k == "dev" for *_, k in pairs),
+    print(json.dumps({"pairs": n, "listed": sum(k == "listed" for _, _, k, _ in pairs), "dev": sum(k == "dev" for _, _, k, _ in pairs),
                       "sha256": digest, "index_build": s.manifest.build_id}))
 
 

@@ -44,6 +44,7 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--scale", type=float, default=20.0)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--negatives", type=int, default=1, help="hard negatives per row (rows list them in 'negatives')")
     args = ap.parse_args()
     random.seed(args.seed)
     torch.manual_seed(args.seed)
@@ -65,11 +66,13 @@ def main() -> None:
             enc = lambda texts, n: {k: v.cuda() for k, v in tok(texts, padding=True, truncation=True, max_length=n,  # noqa: E731
                                                                    return_tensors="pt").items()}
             q = pool(model, enc([r["query"] for r in chunk], 64))
-            d = pool(model, enc([r["positive"] for r in chunk] + [r["negative"] for r in chunk], 256))
+            negs = [r.get("negatives", [r["negative"]])[j] for j in range(args.negatives) for r in chunk]
+            d = pool(model, enc([r["positive"] for r in chunk] + negs, 256))
             logits = args.scale * q @ d.T
             # a row's own page may also be another row's positive: mask those duplicates out of the negatives
             pages = [r["page"] for r in chunk]
-            same = torch.tensor([[pages[a] == pages[b % len(chunk)] and a != b for b in range(2 * len(chunk))]
+            same = torch.tensor([[pages[a] == pages[b % len(chunk)] and a != b
+                                  for b in range((1 + args.negatives) * len(chunk))]
                                  for a in range(len(chunk))], device=logits.device)
             logits = logits.masked_fill(same, -1e4)
             loss = torch.nn.functional.cross_entropy(logits, torch.arange(len(chunk), device=logits.device))
@@ -87,7 +90,7 @@ def main() -> None:
             arrays[weight + ".A"] = module.lora_A["default"].weight.detach().float().cpu().numpy()
             arrays[weight + ".B"] = module.lora_B["default"].weight.detach().float().cpu().numpy()
     meta = {"rank": args.rank, "alpha": 2 * args.rank, "epochs": args.epochs, "lr": args.lr, "batch": args.batch,
-            "scale": args.scale, "seed": args.seed, "pairs": len(rows),
+            "scale": args.scale, "seed": args.seed, "negatives": args.negatives, "pairs": len(rows),
             "pairs_sha256": hashlib.sha256(open(args.pairs, "rb").read()).hexdigest(), "targets": TARGETS,
             "seconds": round(time.time() - started, 1)}
     saved: dict[str, Any] = {"scaling": np.array(2.0), "meta": np.array(json.dumps(meta)), **arrays}
