@@ -62,7 +62,6 @@ def pct(values: list[float], p: float) -> float:
 def real_vectors() -> np.ndarray:
     from kwiki.index.build import current_build
     from kwiki.index.vectors import load_matrix
-
     from kwiki.settings import Settings
 
     adapter = Settings().embed_adapter
