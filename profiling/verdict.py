@@ -134,6 +134,15 @@ def _persistent_by_design(fired: list[Fired], m: Metrics) -> None:
     fired.sort(key=lambda f: -f.magnitude)
 
 
+def _not_binding(fired: list[Fired], signals: Sequence[str], why: Evidence) -> None:
+    """Damp each of ``signals`` like a by-design limiter and mark it ``not binding`` with ``why`` (once per signal)."""
+    for f in fired:
+        if f.signal in signals and not any(e.metric in ("by design", "not binding") for e in f.evidence):
+            f.magnitude = round(f.magnitude * BY_DESIGN_DAMPING, 4)
+            f.evidence.append(why.model_copy())
+    fired.sort(key=lambda f: -f.magnitude)
+
+
 def _one_wave_not_binding(fired: list[Fired], m: Metrics) -> None:
     """An occupancy limit binds only when CTAs wait for a slot: a grid that fits in one wave at the current limit
     (``launch__waves_per_multiprocessor`` <= 1) already has every CTA resident, so raising the limit would place no
@@ -141,14 +150,10 @@ def _one_wave_not_binding(fired: list[Fired], m: Metrics) -> None:
     waves, grid = g(m, "waves_per_sm"), g(m, "grid_size")
     if waves is None or waves > 1:
         return
-    for f in fired:
-        if f.signal in OCCUPANCY_SIGNALS and not any(e.metric in ("by design", "not binding") for e in f.evidence):
-            f.magnitude = round(f.magnitude * BY_DESIGN_DAMPING, 4)
-            f.evidence.append(Evidence(metric="not binding", value=f"{waves:g} waves", threshold="<= 1", note=(
-                f"the whole grid ({grid:g} CTAs) is resident at once: a higher occupancy limit would place no more warps; "
-                "what is short is the work in flight (more CTAs, smaller tiles, split-K)" if grid else
-                "the whole grid is resident at once: a higher occupancy limit would place no more warps")))
-    fired.sort(key=lambda f: -f.magnitude)
+    _not_binding(fired, OCCUPANCY_SIGNALS, Evidence(metric="not binding", value=f"{waves:g} waves", threshold="<= 1", note=(
+        f"the whole grid ({grid:g} CTAs) is resident at once: a higher occupancy limit would place no more warps; "
+        "what is short is the work in flight (more CTAs, smaller tiles, split-K)" if grid else
+        "the whole grid is resident at once: a higher occupancy limit would place no more warps")))
 
 
 def _spilling_not_binding(fired: list[Fired]) -> None:
@@ -156,15 +161,10 @@ def _spilling_not_binding(fired: list[Fired]) -> None:
     at its register count would spill more under a cap (``__launch_bounds__``, ``-maxrregcount``) that fits more warps.
     The limiter is kept, damped and marked ``not binding``; the spill is the finding (fewer live values, smaller
     tiles, or more warps per CTA sharing the work)."""
-    if not any(f.signal == "register-spilling" for f in fired):
-        return
-    for f in fired:
-        if f.signal == "occupancy-registers" and not any(e.metric in ("by design", "not binding") for e in f.evidence):
-            f.magnitude = round(f.magnitude * BY_DESIGN_DAMPING, 4)
-            f.evidence.append(Evidence(metric="not binding", value="spilling", threshold=None, note=(
-                "the kernel already spills registers to local memory at this register count: fewer registers per thread "
-                "to fit more warps would spill more")))
-    fired.sort(key=lambda f: -f.magnitude)
+    if any(f.signal == "register-spilling" for f in fired):
+        _not_binding(fired, ("occupancy-registers",), Evidence(metric="not binding", value="spilling", threshold=None, note=(
+            "the kernel already spills registers to local memory at this register count: fewer registers per thread "
+            "to fit more warps would spill more")))
 
 
 def _is_waste(f: Fired) -> bool:
