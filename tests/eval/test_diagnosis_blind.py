@@ -142,3 +142,22 @@ def test_fifth_blind_set_holds_what_its_first_run_and_fixes_reached():
         assert p.resolved and p.speedup is not None and p.speedup > 1.2, p
         assert p.measured_speedup is not None and abs(p.speedup / p.measured_speedup - 1) < 0.15, p
     assert len(s.lines) == 6 and _count([ln.hit for ln in s.lines]) >= 4
+
+
+BLIND6 = BLIND.parent / "blind6"
+
+
+def test_sixth_blind_set_holds_what_its_first_run_and_fix_reached():
+    # first run (unseen, rules of 0b76626): problem first 6/7, top 3 7/7, healthy left alone 6/6, pairs 3/3, hot lines
+    # 7/8 (first-runs.txt): the random index_select gather read long-scoreboard first, uncoalesced-global second
+    s = evaluate_folder(BLIND6)
+    problems = [c for c in s.cases if c.expected != "healthy"]
+    assert len(problems) == 7 and len(s.cases) == 13
+    # after the run, seen: long-scoreboard waits on wasted-sector loads are a symptom of uncoalesced-global
+    assert all(c.first for c in problems), [(c.stem, c.expected, c.got) for c in problems if not c.first]
+    assert not [c.stem for c in s.cases if c.wrong_first], [(c.stem, c.got) for c in s.cases if c.wrong_first]
+    assert len(s.pairs) == 3
+    for p in s.pairs:
+        assert p.resolved and p.speedup is not None and p.speedup > 2.0, p
+        assert p.measured_speedup is not None and abs(p.speedup / p.measured_speedup - 1) < 0.15, p
+    assert len(s.lines) == 8 and _count([ln.hit for ln in s.lines]) >= 7
