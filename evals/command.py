@@ -14,7 +14,7 @@ import yaml
 
 from kwiki.errors import BadRequest
 
-from .questions import load_suite, load_unanswerable
+from .questions import Question, load_suite, load_unanswerable
 from .report import git_revision, update_readme, write_run
 from .runner import METHODS, SHIPPED, evaluate, floor_rates, margin, top3_rate
 
@@ -59,10 +59,14 @@ def suite_index(suite: str, root: Path, name: str, base: Path, threads: int, emb
 def run_eval(suites: list[str], methods: list[str], index_base: Path, *, threads: int = 2, kernelwiki: Path | None = None,
              out_dir: Path | None = None, readme: bool = False, progress: Callable[[str, int], None] | None = None,
              overrides: dict[str, str] | None = None, adapter: str | None = None,
-             splits: list[str] | None = None, stage: Stage | None = None) -> dict[str, Any]:
+             splits: list[str] | None = None, files: list[str] | None = None, author_labels: bool = False,
+             stage: Stage | None = None) -> dict[str, Any]:
     """Every method on every suite. ``overrides`` set ranking parameters (``RankingParams``) for the run;
     ``adapter`` names the embedding adapter the suites' indexes are built with (None: the base model); ``splits``
-    keeps only those questions (while developing: ``["dev", "test"]``, so the fresh ones stay unseen).
+    keeps only those questions (while developing: ``["dev", "test"]``, so the fresh ones stay unseen); ``files``
+    keeps only the questions of those question files (stems: ``["corpus-blind6", "kernelwiki-blind6"]``, a new
+    set's first run); ``author_labels`` scores with the authors' labels alone, the judged pool left out (a first
+    run before its pool is judged).
 
     Every suite's corpus is checked before any work starts; ``progress`` hears each question, ``stage`` each
     index build. With ``out_dir``, the run folder is written after every suite, so a run stopped in the second
@@ -78,6 +82,13 @@ def run_eval(suites: list[str], methods: list[str], index_base: Path, *, threads
         root = kernelwiki if suite == "kernelwiki" and kernelwiki else SUITE_ROOTS[suite][1]
         if not root.is_dir():
             raise BadRequest(f"corpus for suite '{suite}' not found at {root}", hint="pass --kernelwiki PATH")
+    chosen = {suite: select_questions(load_suite(suite), splits, files, author_labels) for suite in suites}
+    if files:
+        known = {q.file for suite in suites for q in load_suite(suite)}
+        if unknown_files := sorted(set(files) - known):
+            raise BadRequest(f"no question file {unknown_files[0]!r} in the suites {suites}",
+                             hint=f"one of: {', '.join(sorted(known))}")
+        suites = [s for s in suites if chosen[s]]
     embedder = Embedder(threads=threads, adapter=adapter)
     base_embedder: Embedder | None = None
     results: dict[str, Any] = {}
@@ -89,7 +100,7 @@ def run_eval(suites: list[str], methods: list[str], index_base: Path, *, threads
         name, root = SUITE_ROOTS[suite]
         if suite == "kernelwiki" and kernelwiki:
             root = kernelwiki
-        questions = [q for q in load_suite(suite) if not splits or q.split in splits]
+        questions = chosen[suite]
         searcher = suite_index(suite, root, name, index_base, threads, embedder, stage)
         base = None  # the naive fusion always embeds with the published model
         if adapter and "naive-fusion" in methods:
@@ -124,6 +135,22 @@ def run_eval(suites: list[str], methods: list[str], index_base: Path, *, threads
         if readme:
             update_readme(EVALS_DIR / "README.md", paths["report"].read_text())
     return {"stamp": stamp, "suites": results, "paths": {k: str(v) for k, v in paths.items()}}
+
+
+def select_questions(questions: list[Question], splits: list[str] | None = None, files: list[str] | None = None,
+                     author_labels: bool = False) -> list[Question]:
+    """The questions of ``splits`` and ``files`` (None: all), with the judged pool dropped for ``author_labels``.
+
+    >>> from kwiki.evals.questions import Question
+    >>> qs = [Question(id="a", query="q", category="symptom", split="fresh", file="corpus-blind6",
+    ...                relevant={"p": 2}, judged={"r": 1})]
+    >>> [q.labels for q in select_questions(qs, files=["corpus-blind6"], author_labels=True)]
+    [{'p': 2}]
+    >>> select_questions(qs, splits=["dev"])
+    []
+    """
+    kept = [q for q in questions if (not splits or q.split in splits) and (not files or q.file in files)]
+    return [q.model_copy(update={"judged": {}}) for q in kept] if author_labels else kept
 
 
 def gate(results: dict[str, Any]) -> list[str]:

@@ -28,6 +28,7 @@ class Question(BaseModel):
     judged: dict[str, int] = Field(default_factory=dict)  # pooled pages judged later by others (never the author's)
     note: str | None = None
     suite: str = ""
+    file: str = ""  # the question file's stem (``corpus-blind6``), set by ``load_suite``
 
     @property
     def labels(self) -> dict[str, int]:
@@ -41,7 +42,7 @@ def load_suite(suite: str, folder: Path = QUESTIONS_DIR) -> list[Question]:
     for path in sorted(folder.glob(f"{suite}.yaml")) + sorted(folder.glob(f"{suite}-*.yaml")):
         data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
         for raw in data.get("questions", []):
-            q = Question.model_validate({**raw, "suite": suite})
+            q = Question.model_validate({**raw, "suite": suite, "file": path.stem})
             if q.split not in SPLITS or q.category not in CATEGORIES:
                 raise ValueError(f"{path.name}: question {q.id} has split '{q.split}' / category '{q.category}'; "
                                  f"splits: {', '.join(SPLITS)}; categories: {', '.join(CATEGORIES)}")

@@ -358,6 +358,8 @@ def eval_(
     set_: Annotated[list[str] | None, typer.Option("--set", help="Ranking parameter NAME=VALUE (kwiki/index/params.py), repeatable")] = None,
     adapter: Annotated[str | None, typer.Option("--adapter", help="Embedding adapter for the suites' indexes ('none': the base model; default: the shipped one)")] = None,
     splits: Annotated[str, typer.Option("--splits", help="Comma-separated question splits to run (dev,test,fresh,real; default: all)")] = "",
+    questions: Annotated[str, typer.Option("--questions", help="Comma-separated question files to run, by stem (corpus-blind6,kernelwiki-blind6; default: all)")] = "",
+    author_labels: Annotated[bool, typer.Option("--author-labels", help="Score with the authors' labels only, leaving the judged pool out (a new set's first run)")] = False,
 ) -> None:
     """Measure retrieval quality on the labeled questions (nDCG@10, MRR@10, Recall@5/10, Hit@1)."""
     from rich.console import Console
@@ -397,7 +399,8 @@ def eval_(
                                   kernelwiki=kernelwiki, out_dir=out, readme=update_readme, progress=tick,
                                   overrides=parse_overrides(set_ or []), adapter=chosen_adapter,
                                   splits=[s.strip() for s in splits.split(",") if s.strip()] or None,
-                                  stage=show)
+                                  files=[s.strip() for s in questions.split(",") if s.strip()] or None,
+                                  author_labels=author_labels, stage=show)
     failures = command.gate(result) if gate else []
     if json_out:
         print_json({"stamp": result["stamp"], "paths": result["paths"], "gate_failures": failures,
@@ -406,8 +409,10 @@ def eval_(
         from kwiki.evals.report import table
 
         for s, res in result["suites"].items():
-            console.print(f"[b]{s}[/b] (test split)")
-            console.print(table(res, "test"), markup=False)
+            shown = next((sp for sp in ("test", "fresh", "real", "dev") if res["overall"] and
+                          sp in next(iter(res["overall"].values()))), "all")
+            console.print(f"[b]{s}[/b] ({shown} split)" if shown != "all" else f"[b]{s}[/b] (all questions)")
+            console.print(table(res, shown), markup=False)
         for k, v in result["paths"].items():
             console.print(f"{k}: {v}")
         for f in failures:

@@ -140,3 +140,14 @@ def test_eval_checks_every_corpus_first_shows_progress_and_keeps_what_finished(t
 def test_eval_cli_refuses_a_missing_suite_corpus_at_once(tmp_path):
     out = kwiki("eval", "--suite", "kernelwiki", "--kernelwiki", str(tmp_path / "nowhere"), cwd=tmp_path)
     assert out.returncode == 2 and "corpus for suite 'kernelwiki' not found" in out.stderr
+
+
+def test_eval_refuses_an_unknown_question_file_before_any_work(tmp_path):
+    """A mistyped ``--questions`` stem is an error naming the files there are, never an empty run."""
+    from kwiki.errors import BadRequest
+    from kwiki.evals import command
+
+    with pytest.raises(BadRequest, match="no question file 'corpus-blind99'") as err:
+        command.run_eval(["corpus"], ["bm25"], tmp_path / "idx", files=["corpus-blind99"], out_dir=tmp_path / "runs")
+    assert "corpus-blind5" in (err.value.hint or "")
+    assert not (tmp_path / "idx").exists() and not (tmp_path / "runs").exists()
